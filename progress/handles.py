@@ -1,0 +1,117 @@
+"""Handles at the edges of a graph: `InputHandle` produces input, `Probe` watches a frontier.
+
+An ``InputHandle`` belongs to one worker of an input node and holds that worker's capability on
+the node's outputs. Each action returns the progress batch it produces and applies it nowhere,
+so one worker's batches can be delivered to any number of observers (trackers, the ledger).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from progress.antichain import Antichain
+from progress.errors import ClosedHandleError, HandleError, TimeRegressionError
+from progress.timestamp import Time, less_equal, validate_time
+
+if TYPE_CHECKING:
+    from progress.graph import Graph
+    from progress.location import Location
+    from progress.tracker import Tracker, Update
+
+
+class InputHandle:
+    """One worker's capability on an input node: ``send`` messages, ``advance_to``, ``close``.
+
+    >>> from progress import GraphBuilder, Source, Target
+    >>> b = GraphBuilder()
+    >>> b.add_node("payments", inputs=0, outputs=1)
+    >>> b.add_node("validate", inputs=1, outputs=1, workers=0)
+    >>> b.add_edge(Source("payments"), Target("validate"))
+    >>> handle = b.build().input_handle("payments", worker=0)
+    >>> handle.send()
+    [(Target('validate', 0), 0, 1)]
+    >>> handle.advance_to(3)
+    [(Source('payments', 0), 0, -1), (Source('payments', 0), 3, 1)]
+    """
+
+    def __init__(self, graph: Graph, node: str, worker: int) -> None:
+        spec = graph.node(node)
+        if spec.inputs:
+            raise HandleError(f"node {node!r} has inputs; only input nodes take input handles")
+        if type(worker) is not int or not 0 <= worker < spec.workers:
+            raise HandleError(
+                f"input {node!r} has {spec.workers} worker(s); there is no worker {worker!r}"
+            )
+        self.node = node
+        self.worker = worker
+        self._graph = graph
+        self._sources = spec.sources()
+        self._time: Time = graph.minimum
+        self._closed = False
+
+    @property
+    def time(self) -> Time:
+        """The time of this worker's capability: where ``send`` puts messages."""
+        return self._time
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def send(self, port: int = 0) -> list[Update]:
+        """Announce one message at the current time on output ``port``: +1 at each target."""
+        if self._closed:
+            raise ClosedHandleError(self.node, self.worker, "send")
+        if not 0 <= port < len(self._sources):
+            raise HandleError(f"input {self.node!r} has no output port {port}")
+        targets = self._graph.edges.get(self._sources[port], ())
+        return [(target, self._time, 1) for target in targets]
+
+    def advance_to(self, time: Time) -> list[Update]:
+        """Move the capability to ``time``: -1 at the old time, +1 at the new one, per output.
+
+        Raises ``TimeRegressionError`` for a time not greater than or equal to the current one.
+        """
+        if self._closed:
+            raise ClosedHandleError(self.node, self.worker, "advance")
+        validate_time(time, self._graph.minimum)
+        if not less_equal(self._time, time):
+            raise TimeRegressionError(self.node, self.worker, self._time, time)
+        if time == self._time:
+            return []
+        old, self._time = self._time, time
+        batch: list[Update] = []
+        for source in self._sources:
+            batch.append((source, old, -1))
+            batch.append((source, time, 1))
+        return batch
+
+    def close(self) -> list[Update]:
+        """Drop the capability: nothing more will come from this worker."""
+        if self._closed:
+            raise ClosedHandleError(self.node, self.worker, "close")
+        self._closed = True
+        return [(source, self._time, -1) for source in self._sources]
+
+
+class Probe:
+    """A read-only view of one location's frontier in a tracker."""
+
+    def __init__(self, tracker: Tracker, location: Location) -> None:
+        self._tracker = tracker
+        self.location = location
+
+    def frontier(self) -> Antichain[Time]:
+        return self._tracker.frontier(self.location)
+
+    def less_than(self, time: Time) -> bool:
+        """True when a time strictly less than ``time`` may still appear at the location."""
+        return self.frontier().less_than(time)
+
+    def less_equal(self, time: Time) -> bool:
+        """True when a time less than or equal to ``time`` may still appear at the location."""
+        return self.frontier().less_equal(time)
+
+    def done(self) -> bool:
+        """True when nothing more will ever appear at the location."""
+        return self.frontier().is_empty()

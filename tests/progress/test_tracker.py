@@ -1,0 +1,109 @@
+"""Tracker behaviour beyond the golden cases: atomic batches, handles, probes, blockers."""
+
+from __future__ import annotations
+
+import pytest
+
+from progress import (
+    MAX_EPOCH,
+    ClosedHandleError,
+    GraphBuilder,
+    HandleError,
+    InvalidTimeError,
+    Source,
+    Target,
+    TimeRegressionError,
+    Tracker,
+    UnknownLocationError,
+    UnknownNodeError,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def tracker() -> Tracker:
+    b = GraphBuilder()
+    b.add_node("payments", inputs=0, outputs=1, workers=2)
+    b.add_node("validate", inputs=1, outputs=1, workers=0)
+    b.add_edge(Source("payments"), Target("validate"))
+    t = b.build()
+    t.apply(t.initial_batch())
+    return t
+
+
+def test_a_batch_with_one_bad_entry_changes_nothing() -> None:
+    t = tracker()
+    before = t.pointstamps()
+    with pytest.raises(UnknownLocationError) as err:
+        t.apply([(Target("validate"), 0, 1), (Target("ghost"), 0, 1)])
+    assert err.value.location == Target("ghost")
+    with pytest.raises(InvalidTimeError):
+        t.apply([(Target("validate"), 0, 1), (Target("validate"), -1, 1)])
+    with pytest.raises(InvalidTimeError):
+        t.apply([(Target("validate"), MAX_EPOCH + 1, 1)])
+    assert t.pointstamps() == before
+
+
+def test_handles_refuse_going_back_and_acting_after_close() -> None:
+    t = tracker()
+    h = t.input_handle("payments", 1)
+    t.apply(h.advance_to(4))
+    assert h.advance_to(4) == []
+    with pytest.raises(TimeRegressionError) as err:
+        h.advance_to(3)
+    assert (err.value.node, err.value.worker, err.value.current, err.value.requested) == (
+        "payments",
+        1,
+        4,
+        3,
+    )
+    t.apply(h.close())
+    for action in (h.send, h.close, lambda: h.advance_to(9)):
+        with pytest.raises(ClosedHandleError):
+            action()
+    with pytest.raises(HandleError):
+        t.input_handle("payments", 2)
+    with pytest.raises(HandleError):
+        t.input_handle("validate", 0)
+
+
+def test_probe_follows_the_frontier() -> None:
+    t = tracker()
+    probe = t.probe(Target("validate"))
+    assert probe.less_equal(0)
+    assert not probe.less_than(0)
+    for w in (0, 1):
+        t.apply(t.input_handle("payments", w).advance_to(5))
+    assert probe.frontier().elements == (5,)
+    assert probe.less_than(6)
+    assert not probe.less_equal(4)
+    assert not probe.done()
+    with pytest.raises(UnknownLocationError):
+        t.probe(Target("ghost"))
+
+
+def test_blockers_describe_who_holds_an_epoch() -> None:
+    t = tracker()
+    t.apply(t.input_handle("payments", 0).advance_to(8))
+    (blocker,) = t.blockers("validate", 7)
+    assert blocker.location == Source("payments")
+    assert blocker.count == 1
+    assert blocker.describe() == (
+        "Source('payments', 0) holds 1 capabilities at 0, which can still reach "
+        "Target('validate', 0) at 0"
+    )
+    with pytest.raises(UnknownNodeError):
+        t.ready("ghost", 0)
+
+
+def test_closed_epochs_are_forgotten() -> None:
+    t = tracker()
+    handles = [t.input_handle("payments", w) for w in (0, 1)]
+    for epoch in range(1, 200):
+        for h in handles:
+            t.apply(h.send())
+            t.apply(h.advance_to(epoch))
+        t.apply(t.stage_batch("validate", epoch - 1))
+    # Only what is open is kept: the two capabilities at 199.
+    assert t.pointstamps() == [(Source("payments"), 199, 2)]
+    assert t._implications[t.graph.index[Target("validate")]]._counts == {199: 1}  # noqa: SLF001
