@@ -106,4 +106,4 @@ def test_closed_epochs_are_forgotten() -> None:
         t.apply(t.stage_batch("validate", epoch - 1))
     # Only what is open is kept: the two capabilities at 199.
     assert t.pointstamps() == [(Source("payments"), 199, 2)]
-    assert t._implications[t.graph.index[Target("validate")]]._counts == {199: 1}  # noqa: SLF001
+    assert t._implications[t.graph.index[Target("validate")]]._counts == {199: 1}
