@@ -125,3 +125,74 @@ class ClosedHandleError(HandleError):
         self.worker = worker
         self.action = action
         super().__init__(f"input {node!r}, worker {worker}: cannot {action} after close()")
+
+
+class LedgerError(ProgressError):
+    """An error of the durable progress ledger."""
+
+
+class LedgerLockTimeoutError(LedgerError, TimeoutError):
+    """Another process held the ledger longer than this one was willing to wait."""
+
+    def __init__(self, path: str, waited: float, holder_pid: int | None) -> None:
+        self.path = path
+        self.waited = waited
+        self.holder_pid = holder_pid
+        holder = f"process {holder_pid}" if holder_pid else "another process"
+        super().__init__(
+            f"ledger {path}: {holder} has held it for over {waited:.1f}s; "
+            "raise the lock timeout or look at what that process is doing"
+        )
+
+
+class LedgerSchemaError(LedgerError):
+    """A ledger file written by a schema this version of epochgate does not know."""
+
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        self.path = path
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"ledger {path} has schema version {found}, but this epochgate supports up to "
+            f"{supported}; upgrade epochgate to open it"
+        )
+
+
+class UnregisteredPipelineError(LedgerError, KeyError):
+    """A pipeline name the ledger has no graph for."""
+
+    def __init__(self, pipeline: str, known: Sequence[str]) -> None:
+        self.pipeline = pipeline
+        self.known = tuple(known)
+        super().__init__(
+            f"pipeline {pipeline!r} is not registered in the ledger; "
+            f"registered: {', '.join(self.known) or '(none)'}"
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class GraphChangeError(LedgerError):
+    """A re-registered graph that changes more than adding stages."""
+
+    def __init__(self, pipeline: str, differences: Sequence[str]) -> None:
+        self.pipeline = pipeline
+        self.differences = tuple(differences)
+        super().__init__(
+            f"pipeline {pipeline!r}: the new graph changes the registered one; only adding "
+            f"stages is accepted. Differences: {'; '.join(self.differences)}"
+        )
+
+
+class ForeignLocationError(LedgerError):
+    """A progress update for a location outside the pipeline's registered graph."""
+
+    def __init__(self, pipeline: str, location: object, key: str) -> None:
+        self.pipeline = pipeline
+        self.location = location
+        self.key = key
+        super().__init__(
+            f"pipeline {pipeline!r}, batch {key!r}: {location} is not a location of the "
+            "registered graph; nothing was committed"
+        )

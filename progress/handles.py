@@ -49,6 +49,16 @@ class InputHandle:
         self._time: Time = graph.minimum
         self._closed = False
 
+    @classmethod
+    def resume(cls, graph: Graph, node: str, worker: int, time: Time | None) -> InputHandle:
+        """A handle for a worker whose capability is durably at ``time`` (``None``: closed)."""
+        handle = cls(graph, node, worker)
+        if time is None:
+            handle._closed = True
+        else:
+            handle._time = validate_time(time, graph.minimum)
+        return handle
+
     @property
     def time(self) -> Time:
         """The time of this worker's capability: where ``send`` puts messages."""

@@ -1,0 +1,40 @@
+"""The durable progress ledger: the one part of ``progress`` that does I/O (a DuckDB file)."""
+
+from __future__ import annotations
+
+from progress.ledger.records import (
+    BatchRecord,
+    CommitResult,
+    CountDifference,
+    History,
+    Hold,
+    MessageEntry,
+    MessageRecord,
+    Origin,
+    PartialBatch,
+    RunRecord,
+    StageStatus,
+    VerifyReport,
+    describe_time,
+)
+from progress.ledger.schema import VERSION as SCHEMA_VERSION
+from progress.ledger.store import DEFAULT_PATH, Ledger
+
+__all__ = [
+    "DEFAULT_PATH",
+    "SCHEMA_VERSION",
+    "BatchRecord",
+    "CommitResult",
+    "CountDifference",
+    "History",
+    "Hold",
+    "Ledger",
+    "MessageEntry",
+    "MessageRecord",
+    "Origin",
+    "PartialBatch",
+    "RunRecord",
+    "StageStatus",
+    "VerifyReport",
+    "describe_time",
+]

@@ -1,0 +1,184 @@
+"""What the ledger takes and returns: plain, immutable records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from progress.location import Location
+from progress.timestamp import Product, Time
+from progress.tracker import Blocker
+
+
+def describe_time(t: Time) -> str:
+    """``epoch 7`` or ``epoch 7, round 2``."""
+    if isinstance(t, Product):
+        return f"epoch {t.outer}, round {t.inner}"
+    return f"epoch {t}"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who committed a batch: registration, an input worker, a stage run, or the system."""
+
+    kind: str
+    node: str | None = None
+    worker: int | None = None
+    time: Time | None = None
+
+    @staticmethod
+    def system() -> Origin:
+        return Origin("system")
+
+    @staticmethod
+    def input(node: str, worker: int) -> Origin:
+        return Origin("input", node, worker)
+
+    @staticmethod
+    def stage(node: str, time: Time) -> Origin:
+        return Origin("stage", node, None, time)
+
+
+@dataclass(frozen=True)
+class MessageEntry:
+    """A message to catalog with the batch that announces it: where its data lives.
+
+    With ``replaces``, it becomes the only current message at ``(stage, port, time)``; the
+    attempts it replaces stay in the history.
+    """
+
+    stage: str
+    port: int
+    time: Time
+    attempt: str
+    path: str | None = None
+    rows: int = 0
+    bytes: int = 0
+    replaces: bool = False
+
+
+@dataclass(frozen=True)
+class MessageRecord:
+    stage: str
+    port: int
+    time: Time
+    attempt: str
+    path: str | None
+    rows: int
+    bytes: int
+    batch_id: int
+    current: bool
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """The batch a commit created, or the first one committed under the same key."""
+
+    batch_id: int
+    key: str
+    repeated: bool
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A blocker in plain words: who holds an epoch back, and what it waits for."""
+
+    blocker: Blocker
+    text: str
+    workers: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    batch_id: int
+    key: str
+    origin: str
+    node: str | None
+    worker: int | None
+    time: Time | None
+    n_updates: int
+    committed_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    stage: str
+    time: Time
+    attempt: str | None
+    status: str
+    pid: int | None
+    started_at: datetime
+    finished_at: datetime | None
+    batch_id: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class History:
+    """Everything the ledger knows of one ``(stage, time)``."""
+
+    pipeline: str
+    stage: str
+    time: Time
+    batches: tuple[BatchRecord, ...]
+    messages: tuple[MessageRecord, ...]
+    runs: tuple[RunRecord, ...]
+
+
+@dataclass(frozen=True)
+class CountDifference:
+    pipeline: str
+    location: Location
+    time: Time
+    from_log: int
+    in_counts: int
+
+
+@dataclass(frozen=True)
+class PartialBatch:
+    batch_id: int
+    expected_updates: int
+    found_updates: int
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The result of recomputing counts from the log of batches."""
+
+    batches: int
+    differences: tuple[CountDifference, ...] = ()
+    partial_batches: tuple[PartialBatch, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not (self.differences or self.partial_batches)
+
+    def lines(self) -> list[str]:
+        out = [f"{self.batches} batches checked"]
+        out += [
+            f"count differs: {d.pipeline} {d.location} at {d.time}: log says {d.from_log}, "
+            f"counts table says {d.in_counts}"
+            for d in self.differences
+        ]
+        out += [
+            f"partial batch {p.batch_id}: {p.found_updates} of {p.expected_updates} updates"
+            for p in self.partial_batches
+        ]
+        out.append("ok" if self.ok else "FAILED")
+        return out
+
+
+@dataclass(frozen=True)
+class StageStatus:
+    """Where one stage stands: its input frontier and its epochs by state."""
+
+    pipeline: str
+    stage: str
+    is_input: bool
+    frontier: tuple[Time, ...]
+    done: tuple[Time, ...]
+    ready: tuple[Time, ...]
+    running: tuple[Time, ...]
+    waiting: tuple[Time, ...]
+    holds: tuple[Hold, ...] = field(default=())

@@ -1,0 +1,127 @@
+"""The ledger's versioned schema: forward migrations, applied in order inside one transaction.
+
+Times are stored as two BIGINT columns: an epoch ``t`` as ``(t, -1)``, a ``Product(o, i)`` of
+epochs as ``(o, i)``. Locations are ``(kind, node, port)`` with kind 0 for an output port
+(``Source``) and 1 for an input port (``Target``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the control plane and the message catalog.
+    """
+    CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
+    CREATE TABLE graphs (
+        pipeline VARCHAR PRIMARY KEY,
+        hash VARCHAR NOT NULL,
+        spec VARCHAR NOT NULL,
+        registered_at TIMESTAMP NOT NULL
+    );
+    CREATE SEQUENCE batch_ids START 1;
+    CREATE TABLE batches (
+        batch_id BIGINT PRIMARY KEY,
+        pipeline VARCHAR NOT NULL,
+        key VARCHAR NOT NULL,
+        origin VARCHAR NOT NULL,
+        node VARCHAR,
+        worker INTEGER,
+        t0 BIGINT,
+        t1 BIGINT,
+        n_updates INTEGER NOT NULL,
+        committed_at TIMESTAMP NOT NULL,
+        UNIQUE (pipeline, key)
+    );
+    CREATE TABLE updates (
+        batch_id BIGINT NOT NULL,
+        kind TINYINT NOT NULL,
+        node VARCHAR NOT NULL,
+        port INTEGER NOT NULL,
+        t0 BIGINT NOT NULL,
+        t1 BIGINT NOT NULL,
+        delta BIGINT NOT NULL
+    );
+    CREATE TABLE counts (
+        pipeline VARCHAR NOT NULL,
+        kind TINYINT NOT NULL,
+        node VARCHAR NOT NULL,
+        port INTEGER NOT NULL,
+        t0 BIGINT NOT NULL,
+        t1 BIGINT NOT NULL,
+        count BIGINT NOT NULL,
+        PRIMARY KEY (pipeline, kind, node, port, t0, t1)
+    );
+    CREATE TABLE messages (
+        pipeline VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        port INTEGER NOT NULL,
+        t0 BIGINT NOT NULL,
+        t1 BIGINT NOT NULL,
+        attempt VARCHAR NOT NULL,
+        path VARCHAR,
+        rows BIGINT NOT NULL,
+        bytes BIGINT NOT NULL,
+        batch_id BIGINT NOT NULL,
+        current BOOLEAN NOT NULL,
+        PRIMARY KEY (pipeline, stage, port, t0, t1, attempt)
+    );
+    CREATE TABLE capabilities (
+        pipeline VARCHAR NOT NULL,
+        node VARCHAR NOT NULL,
+        worker INTEGER NOT NULL,
+        t0 BIGINT,
+        t1 BIGINT,
+        PRIMARY KEY (pipeline, node, worker)
+    );
+    """,
+    # 2: run records, so status can show running work and history can show every attempt.
+    """
+    CREATE TABLE runs (
+        run_id VARCHAR PRIMARY KEY,
+        pipeline VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        t0 BIGINT NOT NULL,
+        t1 BIGINT NOT NULL,
+        attempt VARCHAR,
+        status VARCHAR NOT NULL,
+        pid INTEGER,
+        started_at TIMESTAMP NOT NULL,
+        finished_at TIMESTAMP,
+        batch_id BIGINT,
+        error VARCHAR
+    );
+    CREATE INDEX batches_by_origin ON batches (pipeline, node, t0);
+    """,
+)
+
+VERSION = len(MIGRATIONS)
+"""The schema version this code writes."""
+
+
+def current_version(con: Any) -> int:
+    """The schema version of an open ledger; 0 for an empty file."""
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+    ).fetchone()[0]
+    if not exists:
+        return 0
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(con: Any, found: int, target: int = VERSION) -> None:
+    """Apply migrations ``found+1 .. target`` in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for script in MIGRATIONS[found:target]:
+            con.execute(script)
+        con.execute(
+            "INSERT INTO meta VALUES ('schema_version', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [str(target)],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise

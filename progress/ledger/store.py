@@ -1,0 +1,669 @@
+"""The ledger: durable, atomic, multi-process progress and message catalog in one DuckDB file.
+
+Every connection opens under an exclusive OS file lock and lives for one call, or for a
+``session()`` that groups many calls. A commit is one transaction holding the batch's header,
+its updates (the append-only log), the compacted counts (only non-zero pointstamps are kept),
+the catalog entries of the messages it announces, and the input worker's capability. Readiness
+and frontiers are answered by the pure ``Tracker`` over the compacted counts, so their cost
+depends on what is open, not on how many epochs have closed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from progress.antichain import Antichain
+from progress.change_batch import ChangeBatch
+from progress.errors import (
+    ForeignLocationError,
+    GraphChangeError,
+    InvalidTimeError,
+    LedgerError,
+    LedgerSchemaError,
+    UnregisteredPipelineError,
+)
+from progress.graph import Graph
+from progress.handles import InputHandle
+from progress.ledger.lock import LedgerLock
+from progress.ledger.records import (
+    BatchRecord,
+    CommitResult,
+    CountDifference,
+    History,
+    Hold,
+    MessageEntry,
+    MessageRecord,
+    Origin,
+    PartialBatch,
+    RunRecord,
+    StageStatus,
+    VerifyReport,
+    describe_time,
+)
+from progress.ledger.schema import VERSION, current_version, migrate
+from progress.location import Location, Source, Target
+from progress.spec import diff, from_spec, spec_hash, to_spec
+from progress.timestamp import Product, Time, validate_time
+from progress.tracker import Tracker, Update
+
+DEFAULT_PATH = Path(".epochgate") / "ledger.duckdb"
+DEFAULT_LOCK_TIMEOUT = 60.0
+_ROWS_PER_INSERT = 500
+
+
+def encode(t: Time) -> tuple[int, int]:
+    """A time as two BIGINTs: ``(epoch, -1)`` or ``(outer, inner)``."""
+    if isinstance(t, Product):
+        if type(t.outer) is not int or type(t.inner) is not int:
+            raise InvalidTimeError(t, "the ledger stores epochs and products of two epochs")
+        return (t.outer, t.inner)
+    return (t, -1)
+
+
+def decode(t0: int, t1: int) -> Time:
+    return t0 if t1 < 0 else Product(t0, t1)
+
+
+def _location(kind: int, node: str, port: int) -> Location:
+    return Source(node, port) if kind == 0 else Target(node, port)
+
+
+def _kind(location: Location) -> int:
+    return 0 if isinstance(location, Source) else 1
+
+
+class Ledger:
+    """One ledger file. Safe to use from several processes (and threads) at once."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = DEFAULT_PATH,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> None:
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self._guard = threading.RLock()
+        self._con: Any = None
+        self._depth = 0
+        self._graphs: dict[str, Graph] = {}
+
+    # -- connections -------------------------------------------------------------------------
+
+    @contextmanager
+    def session(self) -> Iterator[Ledger]:
+        """Hold the lock and one connection across several calls (keep it short: others wait)."""
+        with self._guard:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self
+                finally:
+                    self._depth -= 1
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = LedgerLock(self.path.with_name(self.path.name + ".lock"), self.lock_timeout)
+            lock.acquire()
+            try:
+                con = duckdb.connect(str(self.path))
+                try:
+                    found = current_version(con)
+                    if found > VERSION:
+                        raise LedgerSchemaError(str(self.path), found, VERSION)
+                    if found < VERSION:
+                        migrate(con, found)
+                    self._con, self._depth = con, 1
+                    try:
+                        yield self
+                    finally:
+                        self._con, self._depth = None, 0
+                finally:
+                    con.close()
+            finally:
+                lock.release()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        with self.session():
+            con = self._con
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self.session():
+            return self._con.execute(sql, list(params)).fetchall()  # type: ignore[no-any-return]
+
+    # -- graphs ------------------------------------------------------------------------------
+
+    def register(self, pipeline: str, graph: Graph, *, from_start: bool = False) -> str:
+        """Register ``graph`` as ``pipeline``'s. Returns ``registered``, ``unchanged`` or
+        ``extended``.
+
+        Re-registering the same graph does nothing. A graph that only adds stages is accepted:
+        its new stages see messages announced from now on, and with ``from_start`` also every
+        current message their upstream stages have already produced. Any other change raises
+        ``GraphChangeError`` naming each difference.
+        """
+        spec = to_spec(graph)
+        digest = spec_hash(spec)
+        with self._transaction() as con:
+            row = con.execute(
+                "SELECT hash, spec FROM graphs WHERE pipeline = ?", [pipeline]
+            ).fetchone()
+            if row is not None and row[0] == digest:
+                return "unchanged"
+            if row is None:
+                con.execute(
+                    "INSERT INTO graphs VALUES (?, ?, ?, now())",
+                    [pipeline, digest, json.dumps(spec)],
+                )
+                added = list(graph.nodes)
+                announce: list[Update] = []
+                outcome = "registered"
+            else:
+                change = diff(json.loads(row[1]), spec)
+                if not change.only_adds:
+                    raise GraphChangeError(pipeline, change.refused)
+                con.execute(
+                    "UPDATE graphs SET hash = ?, spec = ?, registered_at = now() "
+                    "WHERE pipeline = ?",
+                    [digest, json.dumps(spec), pipeline],
+                )
+                added = list(change.added_nodes)
+                announce = self._reannounce(con, pipeline, change.added_edges) if from_start else []
+                outcome = "extended"
+            self._graphs[digest] = graph
+            initial = [
+                (src, graph.minimum, spec_.workers)
+                for name in added
+                for spec_ in (graph.node(name),)
+                if spec_.workers
+                for src in spec_.sources()
+            ]
+            self._write_batch(
+                con,
+                pipeline=pipeline,
+                graph=graph,
+                batch=initial + announce,
+                key=f"{outcome}:{digest}",
+                origin=Origin("register"),
+                messages=(),
+            )
+            for name in added:
+                spec_ = graph.node(name)
+                if not spec_.inputs:
+                    t0, t1 = encode(graph.minimum)
+                    for w in range(spec_.workers):
+                        con.execute(
+                            "INSERT INTO capabilities VALUES (?, ?, ?, ?, ?)",
+                            [pipeline, name, w, t0, t1],
+                        )
+            return outcome
+
+    def _reannounce(
+        self, con: Any, pipeline: str, edges: Sequence[tuple[str, int, str, int]]
+    ) -> list[Update]:
+        out: list[Update] = []
+        for src, port, tgt, inp in edges:
+            rows = con.execute(
+                "SELECT t0, t1 FROM messages "
+                "WHERE pipeline = ? AND stage = ? AND port = ? AND current",
+                [pipeline, src, port],
+            ).fetchall()
+            out.extend((Target(tgt, inp), decode(t0, t1), 1) for t0, t1 in rows)
+        return out
+
+    def pipelines(self) -> list[str]:
+        return [r[0] for r in self._query("SELECT pipeline FROM graphs ORDER BY pipeline")]
+
+    def graph(self, pipeline: str) -> Graph:
+        """The registered graph of ``pipeline``."""
+        with self.session():
+            return self._graph(self._con, pipeline)
+
+    def _graph(self, con: Any, pipeline: str) -> Graph:
+        row = con.execute("SELECT hash, spec FROM graphs WHERE pipeline = ?", [pipeline]).fetchone()
+        if row is None:
+            known = [r[0] for r in con.execute("SELECT pipeline FROM graphs ORDER BY 1").fetchall()]
+            raise UnregisteredPipelineError(pipeline, known)
+        graph = self._graphs.get(row[0])
+        if graph is None:
+            graph = self._graphs[row[0]] = from_spec(json.loads(row[1]))
+        return graph
+
+    # -- commits -----------------------------------------------------------------------------
+
+    def commit(
+        self,
+        pipeline: str,
+        batch: Iterable[Update],
+        *,
+        key: str,
+        messages: Sequence[MessageEntry] = (),
+        origin: Origin | None = None,
+    ) -> CommitResult:
+        """Commit a progress batch and the catalog entries of the messages it announces, in one
+        transaction. A key already committed makes this a no-op that returns the first commit.
+        Updates to locations outside the registered graph are refused; nothing is committed."""
+        with self._transaction() as con:
+            first = self._committed(con, pipeline, key)
+            if first is not None:
+                return first
+            graph = self._graph(con, pipeline)
+            return self._write_batch(
+                con,
+                pipeline=pipeline,
+                graph=graph,
+                batch=list(batch),
+                key=key,
+                origin=origin or Origin.system(),
+                messages=messages,
+            )
+
+    @staticmethod
+    def _committed(con: Any, pipeline: str, key: str) -> CommitResult | None:
+        row = con.execute(
+            "SELECT batch_id FROM batches WHERE pipeline = ? AND key = ?", [pipeline, key]
+        ).fetchone()
+        return None if row is None else CommitResult(row[0], key, repeated=True)
+
+    def _write_batch(
+        self,
+        con: Any,
+        *,
+        pipeline: str,
+        graph: Graph,
+        batch: list[Update],
+        key: str,
+        origin: Origin,
+        messages: Sequence[MessageEntry],
+    ) -> CommitResult:
+        compacted: ChangeBatch[tuple[int, str, int, int, int]] = ChangeBatch()
+        for location, time, delta in batch:
+            if location not in graph.index:
+                raise ForeignLocationError(pipeline, location, key)
+            validate_time(time, graph.minimum)
+            compacted.update((_kind(location), location.node, location.port, *encode(time)), delta)
+        for m in messages:
+            graph.node(m.stage)
+            validate_time(m.time, graph.minimum)
+        rows = compacted.items()
+        batch_id = con.execute("SELECT nextval('batch_ids')").fetchone()[0]
+        o0, o1 = encode(origin.time) if origin.time is not None else (None, None)
+        con.execute(
+            "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
+            [batch_id, pipeline, key, origin.kind, origin.node, origin.worker, o0, o1, len(rows)],
+        )
+        _insert_many(
+            con, "INSERT INTO updates VALUES", [(batch_id, *item, delta) for item, delta in rows]
+        )
+        _insert_many(
+            con,
+            "INSERT INTO counts VALUES",
+            [(pipeline, *item, delta) for item, delta in rows],
+            " ON CONFLICT (pipeline, kind, node, port, t0, t1) "
+            "DO UPDATE SET count = count + excluded.count",
+        )
+        if rows:
+            con.execute("DELETE FROM counts WHERE pipeline = ? AND count = 0", [pipeline])
+        for m in messages:
+            t0, t1 = encode(m.time)
+            if m.replaces:
+                con.execute(
+                    "UPDATE messages SET current = false WHERE pipeline = ? AND stage = ? "
+                    "AND port = ? AND t0 = ? AND t1 = ? AND current",
+                    [pipeline, m.stage, m.port, t0, t1],
+                )
+            con.execute(
+                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true)",
+                [pipeline, m.stage, m.port, t0, t1, m.attempt, m.path, m.rows, m.bytes, batch_id],
+            )
+        return CommitResult(batch_id, key, repeated=False)
+
+    # -- input workers -----------------------------------------------------------------------
+
+    def worker_time(self, pipeline: str, node: str, worker: int) -> Time | None:
+        """Where an input worker's capability stands (``None`` once closed)."""
+        with self.session():
+            return self._worker_time(self._con, pipeline, node, worker)
+
+    @staticmethod
+    def _worker_time(con: Any, pipeline: str, node: str, worker: int) -> Time | None:
+        row = con.execute(
+            "SELECT t0, t1 FROM capabilities WHERE pipeline = ? AND node = ? AND worker = ?",
+            [pipeline, node, worker],
+        ).fetchone()
+        if row is None:
+            raise LedgerError(f"pipeline {pipeline!r}: input {node!r} has no worker {worker}")
+        return None if row[0] is None else decode(row[0], row[1])
+
+    def send(
+        self,
+        pipeline: str,
+        node: str,
+        worker: int,
+        message: MessageEntry | None = None,
+        *,
+        key: str | None = None,
+        port: int = 0,
+    ) -> CommitResult:
+        """Commit a message from an input worker at its current time (idempotent by key)."""
+
+        def act(handle: InputHandle) -> tuple[list[Update], list[MessageEntry]]:
+            batch = handle.send(port)
+            if message is None:
+                return batch, []
+            entry = MessageEntry(
+                node, port, handle.time, message.attempt, message.path, message.rows, message.bytes
+            )
+            return batch, [entry]
+
+        attempt = message.attempt if message is not None else uuid.uuid4().hex
+        return self._input_action(
+            pipeline, node, worker, key or f"send:{node}:{worker}:{attempt}", act
+        )
+
+    def advance(self, pipeline: str, node: str, worker: int, time: Time) -> CommitResult:
+        """Move an input worker's capability forward to ``time``."""
+        return self._input_action(
+            pipeline,
+            node,
+            worker,
+            f"advance:{node}:{worker}:{json.dumps(encode(time))}",
+            lambda h: (h.advance_to(time), []),
+        )
+
+    def close(self, pipeline: str, node: str, worker: int) -> CommitResult:
+        """Drop an input worker's capability: nothing more will come from it."""
+        return self._input_action(
+            pipeline, node, worker, f"close:{node}:{worker}", lambda h: (h.close(), [])
+        )
+
+    def _input_action(
+        self, pipeline: str, node: str, worker: int, key: str, act: Any
+    ) -> CommitResult:
+        with self._transaction() as con:
+            first = self._committed(con, pipeline, key)
+            if first is not None:
+                return first
+            graph = self._graph(con, pipeline)
+            handle = InputHandle.resume(
+                graph, node, worker, self._worker_time(con, pipeline, node, worker)
+            )
+            batch, messages = act(handle)
+            result = self._write_batch(
+                con,
+                pipeline=pipeline,
+                graph=graph,
+                batch=batch,
+                key=key,
+                origin=Origin.input(node, worker),
+                messages=messages,
+            )
+            t = None if handle.closed else encode(handle.time)
+            con.execute(
+                "UPDATE capabilities SET t0 = ?, t1 = ? "
+                "WHERE pipeline = ? AND node = ? AND worker = ?",
+                [t[0] if t else None, t[1] if t else None, pipeline, node, worker],
+            )
+            return result
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def start_run(self, pipeline: str, stage: str, time: Time, attempt: str | None = None) -> str:
+        """Record that a run of ``(stage, time)`` started; returns its run id."""
+        run_id = uuid.uuid4().hex
+        t0, t1 = encode(time)
+        with self._transaction() as con:
+            self._graph(con, pipeline).node(stage)
+            con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, now(), NULL, NULL, NULL)",
+                [run_id, pipeline, stage, t0, t1, attempt, os.getpid()],
+            )
+        return run_id
+
+    def finish_run(
+        self, run_id: str, status: str, batch_id: int | None = None, error: str | None = None
+    ) -> None:
+        """Record how a run ended: ``succeeded``, ``skipped`` or ``failed``."""
+        with self._transaction() as con:
+            con.execute(
+                "UPDATE runs SET status = ?, finished_at = now(), batch_id = ?, error = ? "
+                "WHERE run_id = ?",
+                [status, batch_id, error, run_id],
+            )
+
+    # -- questions ---------------------------------------------------------------------------
+
+    def tracker(self, pipeline: str) -> Tracker:
+        """A tracker holding the pipeline's current counts (a snapshot)."""
+        with self.session():
+            return self._tracker(self._con, pipeline)
+
+    def _tracker(self, con: Any, pipeline: str) -> Tracker:
+        graph = self._graph(con, pipeline)
+        tracker = Tracker(graph)
+        rows = con.execute(
+            "SELECT kind, node, port, t0, t1, count FROM counts WHERE pipeline = ?", [pipeline]
+        ).fetchall()
+        tracker.apply([(_location(k, n, p), decode(t0, t1), c) for k, n, p, t0, t1, c in rows])
+        return tracker
+
+    def frontier(self, pipeline: str, location: Location) -> Antichain[Time]:
+        return self.tracker(pipeline).frontier(location)
+
+    def ready(self, pipeline: str, stage: str, time: Time) -> bool:
+        return self.tracker(pipeline).ready(stage, time)
+
+    def blockers(self, pipeline: str, stage: str, time: Time) -> list[Hold]:
+        """Who keeps ``(stage, time)`` from being ready, in plain words."""
+        with self.session():
+            tracker = self._tracker(self._con, pipeline)
+            return self._holds(self._con, pipeline, tracker, stage, time)
+
+    def _holds(
+        self,
+        con: Any,
+        pipeline: str,
+        tracker: Tracker,
+        stage: str,
+        time: Time,
+    ) -> list[Hold]:
+        graph = tracker.graph
+        holds: list[Hold] = []
+        for b in tracker.blockers(stage, time):
+            node = b.location.node
+            when = describe_time(b.time)
+            if isinstance(b.location, Source) and not graph.node(node).inputs:
+                t0, t1 = encode(b.time)
+                workers = tuple(
+                    r[0]
+                    for r in con.execute(
+                        "SELECT worker FROM capabilities "
+                        "WHERE pipeline = ? AND node = ? AND t0 = ? AND t1 = ? ORDER BY worker",
+                        [pipeline, node, t0, t1],
+                    ).fetchall()
+                )
+                for w in workers or (None,):
+                    who = f"worker {w}" if w is not None else f"{b.count} worker(s)"
+                    holds.append(Hold(b, f"source {node}, {who}, still holds {when}", workers))
+            elif isinstance(b.location, Target):
+                if node == stage:
+                    text = f"{stage} must first run {when} ({b.count} message(s) waiting)"
+                else:
+                    text = f"stage {node} has not run {when} yet ({b.count} message(s) waiting)"
+                holds.append(Hold(b, text))
+            else:
+                holds.append(Hold(b, f"stage {node} still holds {when}"))
+        return holds
+
+    def message(self, pipeline: str, stage: str, port: int, time: Time) -> list[MessageRecord]:
+        """The current messages committed at ``(stage, port, time)``."""
+        t0, t1 = encode(time)
+        rows = self._query(
+            "SELECT stage, port, t0, t1, attempt, path, rows, bytes, batch_id, current "
+            "FROM messages WHERE pipeline = ? AND stage = ? AND port = ? AND t0 = ? AND t1 = ? "
+            "AND current ORDER BY batch_id",
+            [pipeline, stage, port, t0, t1],
+        )
+        return [_message(r) for r in rows]
+
+    def history(self, pipeline: str, stage: str, time: Time) -> History:
+        """Every batch, message attempt and run recorded for ``(stage, time)``."""
+        t0, t1 = encode(time)
+        with self.session():
+            self._graph(self._con, pipeline).node(stage)
+            batches = self._query(
+                "SELECT batch_id, key, origin, node, worker, t0, t1, n_updates, committed_at "
+                "FROM batches WHERE pipeline = ? AND node = ? AND ((t0 = ? AND t1 = ?) OR "
+                "(origin = 'input' AND batch_id IN (SELECT batch_id FROM messages WHERE "
+                "pipeline = ? AND stage = ? AND t0 = ? AND t1 = ?))) ORDER BY batch_id",
+                [pipeline, stage, t0, t1, pipeline, stage, t0, t1],
+            )
+            messages = self._query(
+                "SELECT stage, port, t0, t1, attempt, path, rows, bytes, batch_id, current FROM "
+                "messages WHERE pipeline = ? AND stage = ? AND t0 = ? AND t1 = ? ORDER BY batch_id",
+                [pipeline, stage, t0, t1],
+            )
+            runs = self._query(
+                "SELECT run_id, stage, t0, t1, attempt, status, pid, started_at, finished_at, "
+                "batch_id, error FROM runs WHERE pipeline = ? AND stage = ? AND t0 = ? AND t1 = ? "
+                "ORDER BY started_at",
+                [pipeline, stage, t0, t1],
+            )
+        return History(
+            pipeline,
+            stage,
+            time,
+            tuple(
+                BatchRecord(b, k, o, n, w, None if a is None else decode(a, c), u, at)
+                for b, k, o, n, w, a, c, u, at in batches
+            ),
+            tuple(_message(r) for r in messages),
+            tuple(
+                RunRecord(r, s, decode(a, c), att, st, pid, sa, fa, bid, err)
+                for r, s, a, c, att, st, pid, sa, fa, bid, err in runs
+            ),
+        )
+
+    def status(self, pipeline: str) -> list[StageStatus]:
+        """Each stage's input frontier and epochs done, ready, running and waiting, with the
+        blockers of the oldest waiting epoch."""
+        with self.session():
+            con = self._con
+            tracker = self._tracker(con, pipeline)
+            graph = tracker.graph
+            done: dict[str, list[Time]] = {}
+            for node, t0, t1 in con.execute(
+                "SELECT DISTINCT node, t0, t1 FROM batches WHERE pipeline = ? AND origin = 'stage'",
+                [pipeline],
+            ).fetchall():
+                done.setdefault(node, []).append(decode(t0, t1))
+            running: dict[str, list[Time]] = {}
+            for node, t0, t1 in con.execute(
+                "SELECT DISTINCT stage, t0, t1 FROM runs WHERE pipeline = ? AND status = 'running'",
+                [pipeline],
+            ).fetchall():
+                running.setdefault(node, []).append(decode(t0, t1))
+            pending: dict[str, set[Time]] = {}
+            for location, t, _ in tracker.pointstamps():
+                if isinstance(location, Target):
+                    pending.setdefault(location.node, set()).add(t)
+            out: list[StageStatus] = []
+            for name, spec in sorted(graph.nodes.items()):
+                frontier: set[Time] = set()
+                for target in spec.targets():
+                    frontier.update(tracker.frontier(target).elements)
+                waiting_all = sorted(pending.get(name, ()))
+                run_now = sorted(running.get(name, ()))
+                ready = [t for t in waiting_all if tracker.ready(name, t) and t not in run_now]
+                waiting = [t for t in waiting_all if t not in ready and t not in run_now]
+                holds: tuple[Hold, ...] = ()
+                if waiting:
+                    holds = tuple(self._holds(con, pipeline, tracker, name, waiting[0]))
+                out.append(
+                    StageStatus(
+                        pipeline,
+                        name,
+                        spec.inputs == 0,
+                        tuple(sorted(frontier)),
+                        tuple(sorted(done.get(name, ()))),
+                        tuple(ready),
+                        tuple(run_now),
+                        tuple(waiting),
+                        holds,
+                    )
+                )
+            return out
+
+    # -- integrity ---------------------------------------------------------------------------
+
+    def verify(self) -> VerifyReport:
+        """Recompute every count from the log of batches and compare with the counts table;
+        check that every batch holds all of its updates."""
+        with self.session():
+            con = self._con
+            n_batches = con.execute("SELECT count(*) FROM batches").fetchone()[0]
+            differences = con.execute(
+                """
+                WITH log AS (
+                    SELECT b.pipeline, u.kind, u.node, u.port, u.t0, u.t1, sum(u.delta) AS total
+                    FROM updates u JOIN batches b USING (batch_id)
+                    GROUP BY ALL HAVING sum(u.delta) <> 0
+                )
+                SELECT coalesce(l.pipeline, c.pipeline), coalesce(l.kind, c.kind),
+                       coalesce(l.node, c.node), coalesce(l.port, c.port),
+                       coalesce(l.t0, c.t0), coalesce(l.t1, c.t1),
+                       coalesce(l.total, 0), coalesce(c.count, 0)
+                FROM log l FULL OUTER JOIN counts c
+                  ON l.pipeline = c.pipeline AND l.kind = c.kind AND l.node = c.node
+                 AND l.port = c.port AND l.t0 = c.t0 AND l.t1 = c.t1
+                WHERE coalesce(l.total, 0) <> coalesce(c.count, 0)
+                ORDER BY 1, 2, 3, 4, 5, 6
+                """
+            ).fetchall()
+            partial = con.execute(
+                """
+                SELECT b.batch_id, b.n_updates, count(u.batch_id)
+                FROM batches b LEFT JOIN updates u USING (batch_id)
+                GROUP BY b.batch_id, b.n_updates HAVING count(u.batch_id) <> b.n_updates
+                ORDER BY 1
+                """
+            ).fetchall()
+        return VerifyReport(
+            n_batches,
+            tuple(
+                CountDifference(p, _location(k, n, port), decode(t0, t1), log, cnt)
+                for p, k, n, port, t0, t1, log, cnt in differences
+            ),
+            tuple(PartialBatch(b, e, f) for b, e, f in partial),
+        )
+
+
+def _message(r: tuple[Any, ...]) -> MessageRecord:
+    stage, port, t0, t1, attempt, path, rows, nbytes, batch_id, current = r
+    return MessageRecord(
+        stage, port, decode(t0, t1), attempt, path, rows, nbytes, batch_id, current
+    )
+
+
+def _insert_many(con: Any, head: str, rows: list[tuple[Any, ...]], tail: str = "") -> None:
+    """Insert rows with one multi-row VALUES statement per chunk (far faster than executemany)."""
+    for start in range(0, len(rows), _ROWS_PER_INSERT):
+        chunk = rows[start : start + _ROWS_PER_INSERT]
+        width = len(chunk[0])
+        values = ", ".join(["(" + ", ".join(["?"] * width) + ")"] * len(chunk))
+        con.execute(f"{head} {values}{tail}", [v for row in chunk for v in row])
