@@ -182,3 +182,5 @@ class StageStatus:
     running: tuple[Time, ...]
     waiting: tuple[Time, ...]
     holds: tuple[Hold, ...] = field(default=())
+    workers: tuple[tuple[int, Time | None], ...] = field(default=())
+    """For an input: each worker and the time it holds (``None`` once closed)."""

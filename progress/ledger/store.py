@@ -582,8 +582,15 @@ class Ledger:
             for location, t, _ in tracker.pointstamps():
                 if isinstance(location, Target):
                     pending.setdefault(location.node, set()).add(t)
+            workers: dict[str, list[tuple[int, Time | None]]] = {}
+            for node, w, t0, t1 in con.execute(
+                "SELECT node, worker, t0, t1 FROM capabilities WHERE pipeline = ? ORDER BY ALL",
+                [pipeline],
+            ).fetchall():
+                workers.setdefault(node, []).append((w, None if t0 is None else decode(t0, t1)))
             out: list[StageStatus] = []
-            for name, spec in sorted(graph.nodes.items()):
+            order = {loc.node: i for i, loc in reversed(list(enumerate(graph.locations)))}
+            for name, spec in sorted(graph.nodes.items(), key=lambda item: order[item[0]]):
                 frontier: set[Time] = set()
                 for target in spec.targets():
                     frontier.update(tracker.frontier(target).elements)
@@ -605,6 +612,7 @@ class Ledger:
                         tuple(run_now),
                         tuple(waiting),
                         holds,
+                        tuple(workers.get(name, ())),
                     )
                 )
             return out

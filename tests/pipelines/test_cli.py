@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -9,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
+from progress.ledger import Ledger, MessageEntry
+from tests.progress.ledger.scenario import bank_graph, run_epoch
 
-pytestmark = pytest.mark.unit
 
-
+@pytest.mark.unit
 def test_help_describes_the_tool(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
@@ -20,8 +22,66 @@ def test_help_describes_the_tool(capsys: pytest.CaptureFixture[str]) -> None:
     assert "exact logical time" in capsys.readouterr().out
 
 
+@pytest.mark.unit
 def test_console_script_is_installed() -> None:
     exe = Path(sys.executable).parent / "epochgate"
     assert exe.exists(), "the epochgate console script is not installed beside the interpreter"
     out = subprocess.run([exe, "--version"], check=True, capture_output=True, text=True)
     assert out.stdout.startswith("epochgate ")
+
+
+@pytest.fixture
+def held_ledger(tmp_path: Path) -> Path:
+    """Five epochs done; epoch 5 sent by every worker but still held by worker 2."""
+    path = tmp_path / "ledger.duckdb"
+    ledger = Ledger(path)
+    ledger.register("bank", bank_graph())
+    for epoch in range(5):
+        run_epoch(ledger, epoch)
+    for w in range(3):
+        ledger.send("bank", "card_payments", w, MessageEntry("card_payments", 0, 5, f"late{w}"))
+    for w in (0, 1):
+        ledger.advance("bank", "card_payments", w, 6)
+    return path
+
+
+@pytest.mark.ledger
+def test_status_names_who_holds_the_oldest_waiting_epoch(
+    held_ledger: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", "--ledger", str(held_ledger)]) == 0
+    out = capsys.readouterr().out
+    assert "card_payments  source: w0@6, w1@6, w2@5" in out
+    assert "validate epoch 5 is not ready:" in out
+    assert "- source card_payments, worker 2, still holds epoch 5" in out
+    assert main(["status", "--ledger", str(held_ledger), "--json"]) == 0
+    data = {row["stage"]: row for row in json.loads(capsys.readouterr().out)}
+    assert data["validate"]["done"] == [0, 1, 2, 3, 4]
+    assert data["validate"]["waiting"] == [5]
+    assert data["validate"]["blockers"] == ["source card_payments, worker 2, still holds epoch 5"]
+    assert data["card_payments"]["workers"] == {"0": 6, "1": 6, "2": 5}
+
+
+@pytest.mark.ledger
+def test_verify_and_history(held_ledger: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ledger", "verify", "--ledger", str(held_ledger)]) == 0
+    assert capsys.readouterr().out.strip().endswith("ok")
+    assert main(["ledger", "history", "validate", "3", "--ledger", str(held_ledger)]) == 0
+    out = capsys.readouterr().out
+    assert "bank validate epoch 3" in out
+    assert "key=run:validate:3" in out
+    assert "attempt a:validate:3" in out
+
+
+@pytest.mark.ledger
+def test_errors_are_one_line(
+    held_ledger: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", "--ledger", str(tmp_path / "missing.duckdb")]) == 1
+    assert "no ledger at" in capsys.readouterr().err
+    assert main(["ledger", "history", "nope", "1", "--ledger", str(held_ledger)]) == 1
+    assert "no registered pipeline has a stage 'nope'" in capsys.readouterr().err
+    assert main(["status", "--pipeline", "payroll", "--ledger", str(held_ledger)]) == 1
+    assert "pipeline 'payroll' is not registered; registered: bank" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["ledger", "history", "validate", "x", "--ledger", str(held_ledger)])

@@ -6,21 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from progress import Delay, Graph, GraphBuilder, Source, Target
 from progress.ledger import Ledger
-
-
-def bank_graph(extra_stage: bool = False) -> Graph:
-    b = GraphBuilder()
-    b.add_node("card_payments", inputs=0, outputs=1, workers=3)
-    b.add_node("validate", inputs=1, outputs=1, workers=0)
-    b.add_node("totals", inputs=1, outputs=1, workers=0, summaries={(0, 0): [Delay(0)]})
-    b.add_edge(Source("card_payments"), Target("validate"))
-    b.add_edge(Source("validate"), Target("totals"))
-    if extra_stage:
-        b.add_node("audit", inputs=1, outputs=1, workers=0)
-        b.add_edge(Source("validate"), Target("audit"))
-    return b.compile()
+from tests.progress.ledger.scenario import bank_graph
 
 
 @pytest.fixture

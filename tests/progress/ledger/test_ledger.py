@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from progress import Source, Target
+from progress import GraphBuilder, Source, Target
 from progress.errors import (
     ForeignLocationError,
     GraphChangeError,
@@ -22,39 +22,19 @@ from progress.errors import (
     TimeRegressionError,
     UnregisteredPipelineError,
 )
-from progress.ledger import SCHEMA_VERSION, Ledger, MessageEntry, Origin
+from progress.ledger import SCHEMA_VERSION, Ledger, MessageEntry
 from progress.ledger.schema import MIGRATIONS
-from tests.progress.ledger.conftest import bank_graph
+from progress.spec import to_spec
+from tests.progress.ledger.scenario import bank_graph, run_epoch
 
 pytestmark = pytest.mark.ledger
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def run_epoch(ledger: Ledger, epoch: int, workers: int = 3) -> None:
-    for w in range(workers):
-        ledger.send(
-            "bank", "card_payments", w, MessageEntry("card_payments", 0, epoch, f"m{epoch}.{w}")
-        )
-        ledger.advance("bank", "card_payments", w, epoch + 1)
-    for stage in ("validate", "totals"):
-        tracker = ledger.tracker("bank")
-        assert tracker.ready(stage, epoch)
-        ledger.commit(
-            "bank",
-            tracker.stage_batch(stage, epoch),
-            key=f"run:{stage}:{epoch}",
-            origin=Origin.stage(stage, epoch),
-            messages=[MessageEntry(stage, 0, epoch, f"a:{stage}:{epoch}", rows=epoch)],
-        )
-
-
 def test_register_is_idempotent_and_refuses_changes(ledger: Ledger) -> None:
     assert ledger.register("bank", bank_graph()) == "unchanged"
     assert ledger.pipelines() == ["bank"]
-    changed = bank_graph()
-    from progress import GraphBuilder
-
     b = GraphBuilder()
     b.add_node("card_payments", inputs=0, outputs=1, workers=4)
     b.add_node("validate", inputs=1, outputs=1, workers=0)
@@ -207,7 +187,7 @@ def test_migration_from_the_first_version_keeps_data(tmp_path: Path) -> None:
     con = duckdb.connect(str(path))
     con.execute(MIGRATIONS[0])
     con.execute("INSERT INTO meta VALUES ('schema_version', '1')")
-    spec = json.dumps(__import__("progress.spec", fromlist=["to_spec"]).to_spec(bank_graph()))
+    spec = json.dumps(to_spec(bank_graph()))
     con.execute("INSERT INTO graphs VALUES ('bank', 'h1', ?, now())", [spec])
     con.execute("INSERT INTO capabilities VALUES ('bank', 'card_payments', 0, 0, -1)")
     con.execute(

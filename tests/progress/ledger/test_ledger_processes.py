@@ -15,7 +15,7 @@ import pytest
 
 from progress import Target
 from progress.ledger import Ledger
-from tests.progress.ledger.conftest import bank_graph
+from tests.progress.ledger.scenario import bank_graph
 from tests.progress.ledger.worker import batch
 
 pytestmark = pytest.mark.ledger
