@@ -2,21 +2,19 @@
 
 DuckDB lets one process hold a file read-write, and short-lived connections from several
 processes that retry on conflict were seen to lose acknowledged writes. Every connection to the
-ledger therefore opens under this lock. A waiter polls; past the timeout it raises an error that
-names the holder's pid, which the holder writes into the lock file.
+ledger therefore opens under this lock. A waiter blocks in the kernel's queue; past the timeout it
+raises an error that names the holder's pid, which the holder writes into the lock file.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from pathlib import Path
 
 from progress.errors import LedgerLockTimeoutError
-
-POLL_SECONDS = 0.002
-MAX_POLL_SECONDS = 0.05
 
 
 class LedgerLock:
@@ -29,23 +27,40 @@ class LedgerLock:
 
     def acquire(self) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        started = time.monotonic()
-        pause = POLL_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                waited = time.monotonic() - started
-                if waited >= self.timeout:
-                    holder = self._holder(fd)
-                    os.close(fd)
-                    raise LedgerLockTimeoutError(str(self.path), waited, holder) from None
-                time.sleep(pause)
-                pause = min(pause * 2, MAX_POLL_SECONDS)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._wait(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
+
+    def _wait(self, fd: int) -> None:
+        """Block in the kernel's queue (fairer than polling, which lets the last holder win
+        again and again) on a helper thread, so the wait can time out."""
+        got = threading.Event()
+        state = threading.Lock()
+        abandoned = False
+
+        def block() -> None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            with state:
+                if abandoned:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    os.close(fd)
+                else:
+                    got.set()
+
+        started = time.monotonic()
+        threading.Thread(target=block, name="ledger-lock-wait", daemon=True).start()
+        if got.wait(self.timeout):
+            return
+        with state:
+            if got.is_set():
+                return
+            abandoned = True
+            holder = self._holder()
+        raise LedgerLockTimeoutError(str(self.path), time.monotonic() - started, holder)
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
@@ -53,10 +68,9 @@ class LedgerLock:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    @staticmethod
-    def _holder(fd: int) -> int | None:
+    def _holder(self) -> int | None:
         try:
-            return int(os.pread(fd, 32, 0).decode().strip() or 0) or None
+            return int(self.path.read_text().strip() or 0) or None
         except (OSError, ValueError):
             return None
 

@@ -1,5 +1,9 @@
 """The ledger's versioned schema: forward migrations, applied in order inside one transaction.
 
+``counts`` holds the sum of every update of batches up to the ``counts_through`` watermark in
+``meta``, zero sums removed; the updates of later batches (the tail) are added on read and
+folded into ``counts`` every so many batches.
+
 Times are stored as two BIGINT columns: an epoch ``t`` as ``(t, -1)``, a ``Product(o, i)`` of
 epochs as ``(o, i)``. Locations are ``(kind, node, port)`` with kind 0 for an output port
 (``Source``) and 1 for an input port (``Target``).
@@ -35,6 +39,7 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE updates (
         batch_id BIGINT NOT NULL,
+        pipeline VARCHAR NOT NULL,
         kind TINYINT NOT NULL,
         node VARCHAR NOT NULL,
         port INTEGER NOT NULL,
@@ -92,6 +97,12 @@ MIGRATIONS: tuple[str, ...] = (
         error VARCHAR
     );
     CREATE INDEX batches_by_origin ON batches (pipeline, node, t0);
+    """,
+    # 3: counts are compacted in bulk: the table holds the log through a watermark, and the
+    # batches after it are summed on read, so a commit only appends.
+    """
+    INSERT INTO meta
+    SELECT 'counts_through', CAST(coalesce(max(batch_id), 0) AS VARCHAR) FROM batches;
     """,
 )
 

@@ -57,7 +57,8 @@ from progress.tracker import Tracker, Update
 
 DEFAULT_PATH = Path(".epochgate") / "ledger.duckdb"
 DEFAULT_LOCK_TIMEOUT = 60.0
-_ROWS_PER_INSERT = 500
+COMPACT_EVERY = 64
+"""Fold the log into the counts table once this many batches have been committed since."""
 
 
 def encode(t: Time) -> tuple[int, int]:
@@ -95,6 +96,9 @@ class Ledger:
         self._con: Any = None
         self._depth = 0
         self._graphs: dict[str, Graph] = {}
+        # Valid while a session holds the lock: no other process can change them meanwhile.
+        self._session_graphs: dict[str, Graph] = {}
+        self._counts_through: int | None = None
 
     # -- connections -------------------------------------------------------------------------
 
@@ -125,6 +129,8 @@ class Ledger:
                         yield self
                     finally:
                         self._con, self._depth = None, 0
+                        self._session_graphs.clear()
+                        self._counts_through = None
                 finally:
                     con.close()
             finally:
@@ -139,6 +145,8 @@ class Ledger:
                 yield con
             except BaseException:
                 con.execute("ROLLBACK")
+                self._session_graphs.clear()
+                self._counts_through = None
                 raise
             con.execute("COMMIT")
 
@@ -185,7 +193,7 @@ class Ledger:
                 added = list(change.added_nodes)
                 announce = self._reannounce(con, pipeline, change.added_edges) if from_start else []
                 outcome = "extended"
-            self._graphs[digest] = graph
+            self._graphs[digest] = self._session_graphs[pipeline] = graph
             initial = [
                 (src, graph.minimum, spec_.workers)
                 for name in added
@@ -235,13 +243,18 @@ class Ledger:
             return self._graph(self._con, pipeline)
 
     def _graph(self, con: Any, pipeline: str) -> Graph:
-        row = con.execute("SELECT hash, spec FROM graphs WHERE pipeline = ?", [pipeline]).fetchone()
+        graph = self._session_graphs.get(pipeline)
+        if graph is not None:
+            return graph
+        row = con.execute("SELECT hash FROM graphs WHERE pipeline = ?", [pipeline]).fetchone()
         if row is None:
             known = [r[0] for r in con.execute("SELECT pipeline FROM graphs ORDER BY 1").fetchall()]
             raise UnregisteredPipelineError(pipeline, known)
         graph = self._graphs.get(row[0])
         if graph is None:
-            graph = self._graphs[row[0]] = from_spec(json.loads(row[1]))
+            spec = con.execute("SELECT spec FROM graphs WHERE pipeline = ?", [pipeline]).fetchone()
+            graph = self._graphs[row[0]] = from_spec(json.loads(spec[0]))
+        self._session_graphs[pipeline] = graph
         return graph
 
     # -- commits -----------------------------------------------------------------------------
@@ -273,6 +286,41 @@ class Ledger:
                 messages=messages,
             )
 
+    def _watermark(self, con: Any) -> int:
+        """The last batch folded into the counts table."""
+        if self._counts_through is None:
+            row = con.execute("SELECT value FROM meta WHERE key = 'counts_through'").fetchone()
+            self._counts_through = int(row[0])
+        return self._counts_through
+
+    def compact(self) -> None:
+        """Fold every committed batch into the counts table now (commits do it every
+        ``COMPACT_EVERY`` batches on their own)."""
+        with self._transaction() as con:
+            last = con.execute("SELECT coalesce(max(batch_id), 0) FROM batches").fetchone()[0]
+            if last > self._watermark(con):
+                self._compact(con, last)
+
+    def _compact(self, con: Any, through: int) -> None:
+        """Fold the updates of batches after the watermark, up to ``through``, into counts."""
+        con.execute(
+            """
+            MERGE INTO counts c USING (
+                SELECT pipeline, kind, node, port, t0, t1, sum(delta) AS delta FROM updates
+                WHERE batch_id > ? AND batch_id <= ? GROUP BY ALL HAVING sum(delta) <> 0
+            ) n
+            ON c.pipeline = n.pipeline AND c.kind = n.kind AND c.node = n.node
+               AND c.port = n.port AND c.t0 = n.t0 AND c.t1 = n.t1
+            WHEN MATCHED AND c.count + n.delta = 0 THEN DELETE
+            WHEN MATCHED THEN UPDATE SET count = c.count + n.delta
+            WHEN NOT MATCHED THEN
+                INSERT VALUES (n.pipeline, n.kind, n.node, n.port, n.t0, n.t1, n.delta)
+            """,
+            [self._watermark(con), through],
+        )
+        con.execute("UPDATE meta SET value = ? WHERE key = 'counts_through'", [str(through)])
+        self._counts_through = through
+
     @staticmethod
     def _committed(con: Any, pipeline: str, key: str) -> CommitResult | None:
         row = con.execute(
@@ -301,24 +349,22 @@ class Ledger:
             graph.node(m.stage)
             validate_time(m.time, graph.minimum)
         rows = compacted.items()
-        batch_id = con.execute("SELECT nextval('batch_ids')").fetchone()[0]
         o0, o1 = encode(origin.time) if origin.time is not None else (None, None)
-        con.execute(
-            "INSERT INTO batches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
-            [batch_id, pipeline, key, origin.kind, origin.node, origin.worker, o0, o1, len(rows)],
-        )
-        _insert_many(
-            con, "INSERT INTO updates VALUES", [(batch_id, *item, delta) for item, delta in rows]
-        )
-        _insert_many(
-            con,
-            "INSERT INTO counts VALUES",
-            [(pipeline, *item, delta) for item, delta in rows],
-            " ON CONFLICT (pipeline, kind, node, port, t0, t1) "
-            "DO UPDATE SET count = count + excluded.count",
-        )
+        batch_id: int = con.execute(
+            "INSERT INTO batches VALUES (nextval('batch_ids'), ?, ?, ?, ?, ?, ?, ?, ?, now()) "
+            "RETURNING batch_id",
+            [pipeline, key, origin.kind, origin.node, origin.worker, o0, o1, len(rows)],
+        ).fetchone()[0]
         if rows:
-            con.execute("DELETE FROM counts WHERE pipeline = ? AND count = 0", [pipeline])
+            # One list parameter per column: far cheaper to bind than a row of parameters each.
+            columns = [list(c) for c in zip(*[(*item, delta) for item, delta in rows], strict=True)]
+            con.execute(
+                "INSERT INTO updates SELECT ?, ?, unnest(?), unnest(?), unnest(?), unnest(?), "
+                "unnest(?), unnest(?)",
+                [batch_id, pipeline, *columns],
+            )
+        if batch_id - self._watermark(con) >= COMPACT_EVERY:
+            self._compact(con, batch_id)
         for m in messages:
             t0, t1 = encode(m.time)
             if m.replaces:
@@ -457,7 +503,15 @@ class Ledger:
         graph = self._graph(con, pipeline)
         tracker = Tracker(graph)
         rows = con.execute(
-            "SELECT kind, node, port, t0, t1, count FROM counts WHERE pipeline = ?", [pipeline]
+            """
+            SELECT kind, node, port, t0, t1, sum(count) FROM (
+                SELECT kind, node, port, t0, t1, count FROM counts WHERE pipeline = ?
+                UNION ALL
+                SELECT kind, node, port, t0, t1, delta FROM updates
+                WHERE pipeline = ? AND batch_id > ?
+            ) GROUP BY ALL HAVING sum(count) <> 0
+            """,
+            [pipeline, pipeline, self._watermark(con)],
         ).fetchall()
         tracker.apply([(_location(k, n, p), decode(t0, t1), c) for k, n, p, t0, t1, c in rows])
         return tracker
@@ -620,17 +674,17 @@ class Ledger:
     # -- integrity ---------------------------------------------------------------------------
 
     def verify(self) -> VerifyReport:
-        """Recompute every count from the log of batches and compare with the counts table;
-        check that every batch holds all of its updates."""
+        """Recompute the counts table from the log of batches it has folded in, and check that
+        every batch holds all of its updates (and no update lacks its batch)."""
         with self.session():
             con = self._con
             n_batches = con.execute("SELECT count(*) FROM batches").fetchone()[0]
             differences = con.execute(
                 """
                 WITH log AS (
-                    SELECT b.pipeline, u.kind, u.node, u.port, u.t0, u.t1, sum(u.delta) AS total
-                    FROM updates u JOIN batches b USING (batch_id)
-                    GROUP BY ALL HAVING sum(u.delta) <> 0
+                    SELECT pipeline, kind, node, port, t0, t1, sum(delta) AS total
+                    FROM updates WHERE batch_id <= ?
+                    GROUP BY ALL HAVING sum(delta) <> 0
                 )
                 SELECT coalesce(l.pipeline, c.pipeline), coalesce(l.kind, c.kind),
                        coalesce(l.node, c.node), coalesce(l.port, c.port),
@@ -641,13 +695,17 @@ class Ledger:
                  AND l.port = c.port AND l.t0 = c.t0 AND l.t1 = c.t1
                 WHERE coalesce(l.total, 0) <> coalesce(c.count, 0)
                 ORDER BY 1, 2, 3, 4, 5, 6
-                """
+                """,
+                [self._watermark(con)],
             ).fetchall()
             partial = con.execute(
                 """
                 SELECT b.batch_id, b.n_updates, count(u.batch_id)
                 FROM batches b LEFT JOIN updates u USING (batch_id)
                 GROUP BY b.batch_id, b.n_updates HAVING count(u.batch_id) <> b.n_updates
+                UNION ALL
+                SELECT u.batch_id, 0, count(*) FROM updates u ANTI JOIN batches b USING (batch_id)
+                GROUP BY u.batch_id
                 ORDER BY 1
                 """
             ).fetchall()
@@ -666,12 +724,3 @@ def _message(r: tuple[Any, ...]) -> MessageRecord:
     return MessageRecord(
         stage, port, decode(t0, t1), attempt, path, rows, nbytes, batch_id, current
     )
-
-
-def _insert_many(con: Any, head: str, rows: list[tuple[Any, ...]], tail: str = "") -> None:
-    """Insert rows with one multi-row VALUES statement per chunk (far faster than executemany)."""
-    for start in range(0, len(rows), _ROWS_PER_INSERT):
-        chunk = rows[start : start + _ROWS_PER_INSERT]
-        width = len(chunk[0])
-        values = ", ".join(["(" + ", ".join(["?"] * width) + ")"] * len(chunk))
-        con.execute(f"{head} {values}{tail}", [v for row in chunk for v in row])

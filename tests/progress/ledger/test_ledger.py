@@ -144,6 +144,7 @@ def test_closed_epochs_leave_no_counts(ledger: Ledger) -> None:
     with ledger.session():
         for epoch in range(30):
             run_epoch(ledger, epoch)
+    ledger.compact()
     rows = duckdb_rows(ledger, "SELECT kind, node, t0, count FROM counts ORDER BY ALL")
     assert rows == [(0, "card_payments", 30, 3)]  # only the open capabilities
 
@@ -193,7 +194,7 @@ def test_migration_from_the_first_version_keeps_data(tmp_path: Path) -> None:
     con.execute(
         "INSERT INTO batches VALUES (1, 'bank', 'k', 'system', NULL, NULL, NULL, NULL, 1, now())"
     )
-    con.execute("INSERT INTO updates VALUES (1, 0, 'card_payments', 0, 0, -1, 1)")
+    con.execute("INSERT INTO updates VALUES (1, 'bank', 0, 'card_payments', 0, 0, -1, 1)")
     con.execute("INSERT INTO counts VALUES ('bank', 0, 'card_payments', 0, 0, -1, 1)")
     con.close()
     ledger = Ledger(path)
@@ -201,7 +202,10 @@ def test_migration_from_the_first_version_keeps_data(tmp_path: Path) -> None:
     assert ledger.frontier("bank", Target("validate")).elements == (0,)
     run_id = ledger.start_run("bank", "validate", 0)  # the table version 2 added
     ledger.finish_run(run_id, "skipped")
-    assert duckdb_rows(ledger, "SELECT value FROM meta") == [(str(SCHEMA_VERSION),)]
+    assert duckdb_rows(ledger, "SELECT key, value FROM meta ORDER BY key") == [
+        ("counts_through", "1"),  # version 3: counts held every batch so far
+        ("schema_version", str(SCHEMA_VERSION)),
+    ]
 
 
 def test_a_lock_held_too_long_names_the_holder(tmp_path: Path) -> None:
