@@ -60,6 +60,10 @@ class InputHandle:
         return handle
 
     @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
     def time(self) -> Time:
         """The time of this worker's capability: where ``send`` puts messages."""
         return self._time

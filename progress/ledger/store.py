@@ -14,7 +14,7 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,10 @@ DEFAULT_PATH = Path(".epochgate") / "ledger.duckdb"
 DEFAULT_LOCK_TIMEOUT = 60.0
 COMPACT_EVERY = 64
 """Fold the log into the counts table once this many batches have been committed since."""
+
+
+InputEffect = tuple[list[Update], list[MessageEntry], Origin]
+"""What an input worker's action does: its batch, the messages it catalogs, who did it."""
 
 
 def encode(t: Time) -> tuple[int, int]:
@@ -408,38 +412,83 @@ class Ledger:
     ) -> CommitResult:
         """Commit a message from an input worker at its current time (idempotent by key)."""
 
-        def act(handle: InputHandle) -> tuple[list[Update], list[MessageEntry]]:
+        def act(handle: InputHandle, con: Any) -> InputEffect:
+            time = handle.time
             batch = handle.send(port)
-            if message is None:
-                return batch, []
-            entry = MessageEntry(
-                node, port, handle.time, message.attempt, message.path, message.rows, message.bytes
-            )
-            return batch, [entry]
+            entries = []
+            if message is not None:
+                entries.append(
+                    MessageEntry(
+                        node, port, time, message.attempt, message.path, message.rows, message.bytes
+                    )
+                )
+            return batch, entries, Origin("send", node, worker, time)
 
         attempt = message.attempt if message is not None else uuid.uuid4().hex
         return self._input_action(
             pipeline, node, worker, key or f"send:{node}:{worker}:{attempt}", act
         )
 
-    def advance(self, pipeline: str, node: str, worker: int, time: Time) -> CommitResult:
-        """Move an input worker's capability forward to ``time``."""
+    def advance(
+        self, pipeline: str, node: str, worker: int, time: Time, *, seal: bool = False
+    ) -> CommitResult:
+        """Move an input worker's capability forward to ``time``.
+
+        With ``seal``, every epoch it passes for which this worker sent nothing gets an empty
+        message, in the same transaction: the worker declares those epochs complete (and
+        empty), so every stage downstream runs them."""
+
+        def act(handle: InputHandle, con: Any) -> InputEffect:
+            origin = Origin.input(node, worker)
+            if not seal or time == handle.time:
+                return handle.advance_to(time), [], origin
+            start = handle.time
+            if type(start) is not int or type(time) is not int:
+                raise LedgerError(f"input {node!r}: sealing applies to int epochs only")
+            InputHandle.resume(handle.graph, node, worker, start).advance_to(time)  # no going back
+            sent = {
+                row[0]
+                for row in con.execute(
+                    "SELECT DISTINCT t0 FROM batches WHERE pipeline = ? AND origin = 'send' "
+                    "AND node = ? AND worker = ? AND t0 >= ? AND t0 < ?",
+                    [pipeline, node, worker, start, time],
+                ).fetchall()
+            }
+            batch: list[Update] = []
+            entries: list[MessageEntry] = []
+            for epoch in range(start, time):
+                if epoch in sent:
+                    continue
+                batch += handle.advance_to(epoch)
+                for port in range(handle.graph.node(node).outputs):
+                    batch += handle.send(port)
+                    entries.append(
+                        MessageEntry(node, port, epoch, f"empty:{node}:{worker}:{epoch}")
+                    )
+            batch += handle.advance_to(time)
+            return batch, entries, origin
+
         return self._input_action(
-            pipeline,
-            node,
-            worker,
-            f"advance:{node}:{worker}:{json.dumps(encode(time))}",
-            lambda h: (h.advance_to(time), []),
+            pipeline, node, worker, f"advance:{node}:{worker}:{json.dumps(encode(time))}", act
         )
 
     def close(self, pipeline: str, node: str, worker: int) -> CommitResult:
         """Drop an input worker's capability: nothing more will come from it."""
         return self._input_action(
-            pipeline, node, worker, f"close:{node}:{worker}", lambda h: (h.close(), [])
+            pipeline,
+            node,
+            worker,
+            f"close:{node}:{worker}",
+            lambda h, con: (h.close(), [], Origin.input(node, worker)),
         )
 
     def _input_action(
-        self, pipeline: str, node: str, worker: int, key: str, act: Any
+        self,
+        pipeline: str,
+        node: str,
+        worker: int,
+        key: str,
+        act: Callable[[InputHandle, Any], InputEffect],
     ) -> CommitResult:
         with self._transaction() as con:
             first = self._committed(con, pipeline, key)
@@ -449,14 +498,14 @@ class Ledger:
             handle = InputHandle.resume(
                 graph, node, worker, self._worker_time(con, pipeline, node, worker)
             )
-            batch, messages = act(handle)
+            batch, messages, origin = act(handle, con)
             result = self._write_batch(
                 con,
                 pipeline=pipeline,
                 graph=graph,
                 batch=batch,
                 key=key,
-                origin=Origin.input(node, worker),
+                origin=origin,
                 messages=messages,
             )
             t = None if handle.closed else encode(handle.time)
@@ -583,7 +632,7 @@ class Ledger:
             batches = self._query(
                 "SELECT batch_id, key, origin, node, worker, t0, t1, n_updates, committed_at "
                 "FROM batches WHERE pipeline = ? AND node = ? AND ((t0 = ? AND t1 = ?) OR "
-                "(origin = 'input' AND batch_id IN (SELECT batch_id FROM messages WHERE "
+                "(origin IN ('send', 'input') AND batch_id IN (SELECT batch_id FROM messages WHERE "
                 "pipeline = ? AND stage = ? AND t0 = ? AND t1 = ?))) ORDER BY batch_id",
                 [pipeline, stage, t0, t1, pipeline, stage, t0, t1],
             )

@@ -237,3 +237,19 @@ def test_a_lock_held_too_long_names_the_holder(tmp_path: Path) -> None:
         holder.wait()
     assert Ledger(path, lock_timeout=5).pipelines() == []
     assert os.path.exists(str(path) + ".lock")
+
+
+def test_sealing_announces_an_empty_message_for_each_silent_epoch(ledger: Ledger) -> None:
+    ledger.send("bank", "card_payments", 0, MessageEntry("card_payments", 0, 0, "data0"))
+    ledger.advance("bank", "card_payments", 0, 2)
+    ledger.send("bank", "card_payments", 0, MessageEntry("card_payments", 0, 2, "data2"))
+    ledger.advance("bank", "card_payments", 0, 5, seal=True)
+    tracker = ledger.tracker("bank")
+    # Epoch 0 and 2 had data; 3 and 4 were sealed empty; 1 was skipped without sealing.
+    assert [tracker.count(Target("validate"), e) for e in range(6)] == [1, 0, 1, 1, 1, 0]
+    (empty,) = ledger.message("bank", "card_payments", 0, 3)
+    assert (empty.attempt, empty.path, empty.rows) == ("empty:card_payments:0:3", None, 0)
+    assert ledger.worker_time("bank", "card_payments", 0) == 5
+    with pytest.raises(TimeRegressionError):
+        ledger.advance("bank", "card_payments", 0, 4, seal=True)
+    assert ledger.verify().ok

@@ -1,0 +1,220 @@
+"""The pipeline API: sources, stages and the streams between them, compiled to a progress graph.
+
+    bank = Pipeline("bank")
+    cards = bank.source("card_payments", schema=CARDS, workers=3, key=["payment_id"])
+    valid = bank.transform("validate_cards", cards, fn=lambda df: df.where("amount > 0"))
+    totals = bank.transform("category_totals", valid, fn=per_category)
+
+A stage's logic is an ordinary function over Spark DataFrames for one epoch. Every definition
+error (an unknown input, a duplicate name, a name that is not an identifier, a cycle that does
+not advance time) is raised when the pipeline is defined or compiled, never at run time.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pipelines.errors import PipelineDefinitionError
+from progress import CycleError, Delay, Graph, GraphBuilder, Source, Target
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+Transform = Callable[["DataFrame"], "DataFrame"]
+StateUpdate = Callable[["DataFrame", "DataFrame"], "DataFrame"]
+
+KINDS = ("source", "transform", "union", "join", "stateful", "feedback", "sink")
+
+
+@dataclass(frozen=True)
+class Stream:
+    """The output of a stage: what other stages read."""
+
+    pipeline: str
+    stage: str
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One node of a pipeline (settings only; the runtime calls ``fn``)."""
+
+    name: str
+    kind: str
+    inputs: tuple[str, ...] = ()
+    fn: Callable[..., Any] | None = None
+    delay: int = 0
+    workers: int = 0
+    schema: StructType | None = None
+    key: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_source(self) -> bool:
+        return self.kind == "source"
+
+
+def check_name(pipeline: str, name: object, what: str = "stage") -> str:
+    """Names become paths, table names and Dagster asset keys: identifiers only."""
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise PipelineDefinitionError(
+            pipeline,
+            None,
+            f"{what} name {name!r} is not a valid identifier (letters, digits and _, "
+            "not starting with a digit)",
+        )
+    return name
+
+
+class Pipeline:
+    """A pipeline under definition. ``compile()`` gives its progress graph."""
+
+    def __init__(self, name: str) -> None:
+        self.name = check_name(name, name, "pipeline")
+        self._stages: dict[str, Stage] = {}
+        self._feedback: dict[str, str | None] = {}
+
+    # -- definition ----------------------------------------------------------------------------
+
+    def _add(self, stage: Stage) -> Stream:
+        check_name(self.name, stage.name)
+        if stage.name in self._stages:
+            raise PipelineDefinitionError(self.name, stage.name, "a stage of that name exists")
+        if stage.delay < 0:
+            raise PipelineDefinitionError(self.name, stage.name, "delay must be >= 0")
+        self._stages[stage.name] = stage
+        return Stream(self.name, stage.name)
+
+    def _input(self, stage: str, stream: Stream | str) -> str:
+        name = stream.stage if isinstance(stream, Stream) else stream
+        if isinstance(stream, Stream) and stream.pipeline != self.name:
+            raise PipelineDefinitionError(
+                self.name, stage, f"input {name!r} belongs to pipeline {stream.pipeline!r}"
+            )
+        if name not in self._stages:
+            known = ", ".join(self._stages) or "(none)"
+            raise PipelineDefinitionError(
+                self.name, stage, f"unknown input {name!r}; defined so far: {known}"
+            )
+        if self._stages[name].kind == "sink":
+            raise PipelineDefinitionError(self.name, stage, f"{name!r} is a sink: nothing reads it")
+        return name
+
+    def source(
+        self, name: str, *, schema: StructType, workers: int = 1, key: Sequence[str] = ()
+    ) -> Stream:
+        """An input with ``workers`` independent producers; ``key`` columns may not be null."""
+        if type(workers) is not int or workers < 1:
+            raise PipelineDefinitionError(self.name, name, "a source needs at least one worker")
+        missing = [k for k in key if k not in schema.fieldNames()]
+        if missing:
+            raise PipelineDefinitionError(self.name, name, f"key columns {missing} not in schema")
+        return self._add(Stage(name, "source", workers=workers, schema=schema, key=tuple(key)))
+
+    def transform(self, name: str, input: Stream | str, fn: Transform, *, delay: int = 0) -> Stream:
+        """Any DataFrame-to-DataFrame function of one epoch's input. With ``delay=k`` the output
+        of epoch ``t`` belongs to epoch ``t + k``."""
+        return self._add(Stage(name, "transform", (self._input(name, input),), fn, delay))
+
+    def union(self, name: str, *inputs: Stream | str) -> Stream:
+        """All rows of several inputs with the same columns (matched by name)."""
+        if len(inputs) < 2:
+            raise PipelineDefinitionError(self.name, name, "a union needs at least two inputs")
+        return self._add(Stage(name, "union", tuple(self._input(name, i) for i in inputs)))
+
+    def join(
+        self,
+        name: str,
+        left: Stream | str,
+        right: Stream | str,
+        *,
+        on: Sequence[str],
+        how: str = "inner",
+    ) -> Stream:
+        """The rows of one epoch of ``left`` joined with the same epoch of ``right``."""
+        if not on:
+            raise PipelineDefinitionError(self.name, name, "a join needs columns to join on")
+        inputs = (self._input(name, left), self._input(name, right))
+        return self._add(Stage(name, "join", inputs, options={"on": tuple(on), "how": how}))
+
+    def stateful(
+        self, name: str, input: Stream | str, *, key: Sequence[str], update: StateUpdate
+    ) -> Stream:
+        """A keyed stage whose state carries from epoch to epoch, processed strictly in order.
+
+        ``update(batch, state)`` gets one epoch's input and the current state rows of the keys
+        in it (empty for new keys) and returns the new state rows of those keys, which are
+        also the stage's output for the epoch."""
+        if not key:
+            raise PipelineDefinitionError(self.name, name, "a stateful stage needs key columns")
+        return self._add(
+            Stage(name, "stateful", (self._input(name, input),), update, key=tuple(key))
+        )
+
+    def feedback(self, name: str, *, delay: int) -> Stream:
+        """A stream that carries a later stage's output back, ``delay`` epochs later. Connect
+        it with ``connect``; a loop that does not delay (``delay=0``) is refused."""
+        stream = self._add(Stage(name, "feedback", (), delay=delay))
+        self._feedback[name] = None
+        return stream
+
+    def connect(self, feedback: Stream, stream: Stream | str) -> None:
+        name = feedback.stage
+        if name not in self._feedback:
+            raise PipelineDefinitionError(self.name, name, "only feedback streams are connected")
+        if self._feedback[name] is not None:
+            raise PipelineDefinitionError(self.name, name, "this feedback is already connected")
+        source = self._input(name, stream)
+        self._feedback[name] = source
+        self._stages[name] = Stage(name, "feedback", (source,), delay=self._stages[name].delay)
+
+    def sink(self, name: str, input: Stream | str, *, path: str) -> None:
+        """Copy each committed epoch of ``input`` to ``path`` (Parquet, ``epoch=N`` folders)."""
+        self._add(Stage(name, "sink", (self._input(name, input),), options={"path": path}))
+
+    # -- compiled form -------------------------------------------------------------------------
+
+    @property
+    def stages(self) -> Mapping[str, Stage]:
+        return dict(self._stages)
+
+    def stage(self, name: str) -> Stage:
+        if name not in self._stages:
+            known = ", ".join(self._stages)
+            raise PipelineDefinitionError(self.name, name, f"no such stage; stages: {known}")
+        return self._stages[name]
+
+    def graph(self) -> Graph:
+        """The progress graph: one node per stage, one output port each (none for sinks)."""
+        for name, source in self._feedback.items():
+            if source is None:
+                raise PipelineDefinitionError(self.name, name, "feedback was never connected")
+        builder = GraphBuilder()
+        for stage in self._stages.values():
+            outputs = 0 if stage.kind == "sink" else 1
+            summaries = {(i, 0): [Delay(stage.delay)] for i in range(len(stage.inputs))}
+            builder.add_node(
+                stage.name,
+                inputs=len(stage.inputs),
+                outputs=outputs,
+                summaries=summaries if outputs else {},
+                workers=stage.workers,
+            )
+        for stage in self._stages.values():
+            for port, upstream in enumerate(stage.inputs):
+                builder.add_edge(Source(upstream, 0), Target(stage.name, port))
+        try:
+            return builder.compile()
+        except CycleError as err:
+            raise PipelineDefinitionError(
+                self.name,
+                err.cycle[0],
+                f"cycle {' -> '.join(err.cycle)} does not advance time; give its feedback a delay",
+            ) from err
+
+    def downstream(self, name: str) -> list[str]:
+        """The stages that read ``name``'s output, in definition order."""
+        return [s.name for s in self._stages.values() if name in s.inputs]

@@ -1,0 +1,68 @@
+"""Errors of pipelines: definitions, input validation, stage runs. All derive from the root."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from progress.errors import EpochgateError
+
+
+class PipelineError(EpochgateError):
+    """An error of a pipeline or one of its stages."""
+
+
+class PipelineDefinitionError(PipelineError, ValueError):
+    """A pipeline that cannot be built: unknown input, duplicate or bad name, stalling cycle."""
+
+    def __init__(self, pipeline: str, stage: str | None, reason: str) -> None:
+        self.pipeline = pipeline
+        self.stage = stage
+        self.reason = reason
+        where = f"pipeline {pipeline!r}" + (f", stage {stage!r}" if stage else "")
+        super().__init__(f"{where}: {reason}")
+
+
+class InputValidationError(PipelineError, ValueError):
+    """Input data that does not fit its source: nothing of it was committed."""
+
+    def __init__(
+        self,
+        stage: str,
+        epoch: object,
+        reason: str,
+        *,
+        file: str | None = None,
+        column: str | None = None,
+    ) -> None:
+        self.stage = stage
+        self.epoch = epoch
+        self.file = file
+        self.column = column
+        self.reason = reason
+        parts = [f"source {stage!r}", f"epoch {epoch}"]
+        if file:
+            parts.append(f"file {file}")
+        if column:
+            parts.append(f"column {column!r}")
+        super().__init__(f"{', '.join(parts)}: {reason}; nothing was committed")
+
+
+class StageNotReadyError(PipelineError):
+    """A stage asked to run an epoch whose input is not complete."""
+
+    def __init__(self, stage: str, epoch: object, holds: Sequence[str]) -> None:
+        self.stage = stage
+        self.epoch = epoch
+        self.holds = tuple(holds)
+        why = "; ".join(self.holds) or "its input is not complete"
+        super().__init__(f"stage {stage!r} is not ready for epoch {epoch}: {why}")
+
+
+class StageFailedError(PipelineError):
+    """A stage's function or write failed; nothing of the run was committed."""
+
+    def __init__(self, stage: str, epoch: object, cause: str) -> None:
+        self.stage = stage
+        self.epoch = epoch
+        self.cause = cause
+        super().__init__(f"stage {stage!r}, epoch {epoch} failed: {cause}; nothing was committed")
