@@ -325,6 +325,11 @@ class Ledger:
         con.execute("UPDATE meta SET value = ? WHERE key = 'counts_through'", [str(through)])
         self._counts_through = through
 
+    def committed(self, pipeline: str, key: str) -> CommitResult | None:
+        """The commit made under ``key``, if any."""
+        with self.session():
+            return self._committed(self._con, pipeline, key)
+
     @staticmethod
     def _committed(con: Any, pipeline: str, key: str) -> CommitResult | None:
         row = con.execute(
@@ -623,6 +628,16 @@ class Ledger:
             [pipeline, stage, port, t0, t1],
         )
         return [_message(r) for r in rows]
+
+    def latest_message(self, pipeline: str, stage: str, port: int) -> MessageRecord | None:
+        """The most recently committed current message of ``(stage, port)`` with data."""
+        rows = self._query(
+            "SELECT stage, port, t0, t1, attempt, path, rows, bytes, batch_id, current "
+            "FROM messages WHERE pipeline = ? AND stage = ? AND port = ? AND current "
+            "AND path IS NOT NULL ORDER BY batch_id DESC LIMIT 1",
+            [pipeline, stage, port],
+        )
+        return _message(rows[0]) if rows else None
 
     def history(self, pipeline: str, stage: str, time: Time) -> History:
         """Every batch, message attempt and run recorded for ``(stage, time)``."""

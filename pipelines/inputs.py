@@ -1,0 +1,137 @@
+"""Source inputs: one worker's handle on a source, backed by the ledger and the data plane.
+
+``send`` validates data against the source's schema (types by column name, no missing or extra
+column, no null key), writes it to a fresh attempt directory and commits the message; any
+failure raises ``InputValidationError`` naming the source, epoch, file and column, and nothing
+is committed. ``advance_to`` seals every epoch passed (an empty message where this worker sent
+nothing), so each stage runs each epoch once.
+"""
+
+from __future__ import annotations
+
+import shutil
+from functools import reduce
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelines.errors import InputValidationError
+from pipelines.storage import new_attempt
+from progress import ClosedHandleError, Time
+from progress.ledger import CommitResult, MessageEntry
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from pipelines.runtime import Runtime
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:300] if text else type(err).__name__
+
+
+def check_frame(
+    stage: str,
+    epoch: Time,
+    df: DataFrame,
+    schema: StructType,
+    *,
+    key: tuple[str, ...],
+    file: str | None,
+) -> DataFrame:
+    """Return ``df`` with the schema's columns in order, or raise naming what does not fit."""
+    from pyspark.sql import functions as F
+
+    have = {f.name: f.dataType for f in df.schema.fields}
+    for field in schema.fields:
+        if field.name not in have:
+            raise InputValidationError(stage, epoch, "missing column", file=file, column=field.name)
+        if have[field.name] != field.dataType:
+            raise InputValidationError(
+                stage,
+                epoch,
+                f"has type {have[field.name].simpleString()}, expected "
+                f"{field.dataType.simpleString()}",
+                file=file,
+                column=field.name,
+            )
+    extra = [name for name in have if name not in schema.fieldNames()]
+    if extra:
+        raise InputValidationError(stage, epoch, "unexpected column", file=file, column=extra[0])
+    if key:
+        null = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in key])
+        found = df.where(null).select(*key).limit(1).collect()
+        if found:
+            column = next(k for k in key if found[0][k] is None)
+            raise InputValidationError(stage, epoch, "null key", file=file, column=column)
+    return df.select(*schema.fieldNames())
+
+
+class SourceInput:
+    """Worker ``worker`` of source ``source`` of a running pipeline."""
+
+    def __init__(self, runtime: Runtime, source: str, worker: int) -> None:
+        stage = runtime.pipeline.stage(source)
+        if not stage.is_source:
+            raise InputValidationError(source, "-", f"{source!r} is not a source of the pipeline")
+        if not 0 <= worker < stage.workers:
+            raise InputValidationError(source, "-", f"there is no worker {worker}")
+        self.runtime = runtime
+        self.source = source
+        self.worker = worker
+        self._stage = stage
+
+    @property
+    def epoch(self) -> Time | None:
+        """The epoch this worker's next ``send`` goes to (``None`` once closed)."""
+        rt = self.runtime
+        return rt.ledger.worker_time(rt.pipeline.name, self.source, self.worker)
+
+    def send(self, data: DataFrame | str | Path) -> CommitResult:
+        """Validate, write and commit one message at this worker's current epoch."""
+        rt = self.runtime
+        epoch = self.epoch
+        if epoch is None:
+            raise ClosedHandleError(self.source, self.worker, "send")
+        file = None
+        if isinstance(data, str | Path):
+            file = str(data)
+            if not Path(file).exists():
+                raise InputValidationError(self.source, epoch, "no such file", file=file)
+            try:
+                data = rt.spark.read.parquet(file)
+            except Exception as err:
+                msg = f"cannot read Parquet: {first_line(err)}"
+                raise InputValidationError(self.source, epoch, msg, file=file) from err
+        assert self._stage.schema is not None
+        try:
+            frame = check_frame(
+                self.source, epoch, data, self._stage.schema, key=self._stage.key, file=file
+            )
+        except InputValidationError:
+            raise
+        except Exception as err:
+            msg = f"cannot read the data: {first_line(err)}"
+            raise InputValidationError(self.source, epoch, msg, file=file) from err
+        attempt = new_attempt()
+        path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
+        try:
+            frame.write.parquet(str(path))
+        except Exception as err:
+            shutil.rmtree(path, ignore_errors=True)
+            msg = f"cannot write the data: {first_line(err)}"
+            raise InputValidationError(self.source, epoch, msg, file=file) from err
+        rows, size = rt.store.stats(path)
+        message = MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
+        return rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
+
+    def advance_to(self, epoch: Time) -> None:
+        """Declare every epoch before ``epoch`` complete for this worker (sealing empty ones)."""
+        rt = self.runtime
+        rt.ledger.advance(rt.pipeline.name, self.source, self.worker, epoch, seal=True)
+
+    def close(self) -> None:
+        """Nothing more will come from this worker."""
+        rt = self.runtime
+        rt.ledger.close(rt.pipeline.name, self.source, self.worker)

@@ -1,0 +1,242 @@
+"""The per-epoch run: read a stage's input through the ledger, run it, commit its output.
+
+``Runtime.run_stage(stage, epoch)`` refuses an epoch that is not ready (naming who holds it),
+reads exactly the messages committed at the stage's inputs for that epoch, runs the stage's
+function on Spark, writes a fresh attempt directory, and commits the output message with the
+progress batch (inputs consumed, output announced) in one ledger transaction. A run that fails
+or is killed commits nothing; running a done ``(stage, epoch)`` again does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines.dataflow import Pipeline, Stage
+from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError
+from pipelines.inputs import SourceInput, first_line
+from pipelines.storage import DataStore, new_attempt
+from progress import Target, Time, Tracker
+from progress.ledger import Ledger, MessageEntry, Origin
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one ``run_stage`` did."""
+
+    stage: str
+    epoch: Time
+    status: str  # "succeeded", "done-already"
+    attempt: str | None = None
+    rows: int = 0
+    seconds: float = 0.0
+
+    def describe(self) -> str:
+        if self.status != "succeeded":
+            return f"{self.stage} epoch {self.epoch}: {self.status}"
+        return f"{self.stage} epoch {self.epoch}: {self.rows} rows in {self.seconds:.2f}s"
+
+
+def run_key(stage: str, epoch: Time) -> str:
+    return f"run:{stage}:{epoch}"
+
+
+class Runtime:
+    """A pipeline bound to a ledger, a Spark session and a data directory."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        ledger: Ledger,
+        spark: SparkSession,
+        data_root: Path,
+        *,
+        from_start: bool = False,
+    ) -> None:
+        self.pipeline = pipeline
+        self.ledger = ledger
+        self.spark = spark
+        self.store = DataStore(data_root)
+        self.graph = pipeline.graph()
+        ledger.register(pipeline.name, self.graph, from_start=from_start)
+        order = {loc.node: i for i, loc in reversed(list(enumerate(self.graph.locations)))}
+        self._order = order
+
+    def input(self, source: str, worker: int = 0) -> SourceInput:
+        """The handle of one worker of a source."""
+        return SourceInput(self, source, worker)
+
+    # -- what can run --------------------------------------------------------------------------
+
+    def pending(self, tracker: Tracker | None = None) -> list[tuple[str, Time]]:
+        """Every ``(stage, epoch)`` with messages waiting, ready ones first, in epoch order."""
+        tracker = tracker or self.ledger.tracker(self.pipeline.name)
+        waiting = {(loc.node, t) for loc, t, _ in tracker.pointstamps() if isinstance(loc, Target)}
+        return sorted(waiting, key=lambda item: (item[1], self._order[item[0]]))
+
+    def ready(self) -> list[tuple[str, Time]]:
+        tracker = self.ledger.tracker(self.pipeline.name)
+        return [(s, t) for s, t in self.pending(tracker) if tracker.ready(s, t)]
+
+    def run(self, on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+        """Run every ready ``(stage, epoch)``, in epoch order, until nothing is ready."""
+        results: list[RunResult] = []
+        while True:
+            ready = self.ready()
+            if not ready:
+                return results
+            result = self.run_stage(*ready[0])
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+
+    # -- one run -------------------------------------------------------------------------------
+
+    def run_stage(self, stage_name: str, epoch: Time) -> RunResult:
+        """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
+        p = self.pipeline.name
+        stage = self.pipeline.stage(stage_name)
+        if stage.is_source:
+            raise PipelineError(f"{stage_name!r} is a source: it is fed by send(), not run")
+        key = run_key(stage_name, epoch)
+        if self.ledger.committed(p, key) is not None:
+            return RunResult(stage_name, epoch, "done-already")
+        tracker = self.ledger.tracker(p)
+        if not tracker.ready(stage_name, epoch):
+            holds = self.ledger.blockers(p, stage_name, epoch)
+            raise StageNotReadyError(stage_name, epoch, [h.text for h in holds])
+        batch = tracker.stage_batch(stage_name, epoch)
+        if not batch:
+            raise StageNotReadyError(stage_name, epoch, ["no input message arrives at this epoch"])
+        started = time.perf_counter()
+        attempt = new_attempt()
+        run_id = self.ledger.start_run(p, stage_name, epoch, attempt)
+        try:
+            output = self._compute(stage, epoch, tracker)
+            path, rows, size = self._write(stage, epoch, attempt, output)
+        except Exception as err:
+            self.ledger.finish_run(run_id, "failed", error=first_line(err))
+            if isinstance(err, PipelineError):
+                raise
+            raise StageFailedError(stage_name, epoch, first_line(err)) from err
+        out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
+        message = MessageEntry(stage_name, 0, out_time, attempt, str(path), rows, size)
+        result = self.ledger.commit(
+            p, batch, key=key, messages=[message], origin=Origin.stage(stage_name, epoch)
+        )
+        if result.repeated:  # another process committed this run first: ours is not seen
+            shutil.rmtree(path, ignore_errors=True)
+            self.ledger.finish_run(run_id, "skipped", batch_id=result.batch_id)
+            return RunResult(stage_name, epoch, "done-already")
+        self.ledger.finish_run(run_id, "succeeded", batch_id=result.batch_id)
+        return RunResult(
+            stage_name, epoch, "succeeded", attempt, rows, time.perf_counter() - started
+        )
+
+    def read(self, stage: str, epoch: Time) -> DataFrame:
+        """The committed output of ``stage`` at ``epoch`` (all current messages)."""
+        messages = self.ledger.message(self.pipeline.name, stage, 0, epoch)
+        paths = [m.path for m in messages if m.path]
+        if paths:
+            return self.spark.read.parquet(*paths)
+        return self.spark.createDataFrame([], self._schema_of(stage))
+
+    def _schema_of(self, stage: str) -> StructType:
+        spec = self.pipeline.stage(stage)
+        if spec.schema is not None:
+            return spec.schema
+        latest = self.ledger.latest_message(self.pipeline.name, stage, 0)
+        if latest is None or latest.path is None:
+            raise StageFailedError(stage, "-", "its output has no data yet to take a schema from")
+        return self.spark.read.parquet(latest.path).schema
+
+    def _compute(self, stage: Stage, epoch: Time, tracker: Tracker) -> DataFrame:
+        inputs = [
+            self.read(upstream, epoch)
+            if tracker.count(Target(stage.name, port), epoch) > 0
+            else self.spark.createDataFrame([], self._schema_of(upstream))
+            for port, upstream in enumerate(stage.inputs)
+        ]
+        out = _KINDS[stage.kind](stage, inputs)
+        from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect frames
+
+        if not isinstance(out, AnyFrame):
+            raise StageFailedError(
+                stage.name,
+                epoch,
+                f"the stage function returned {type(out).__name__}, not a DataFrame",
+            )
+        return out
+
+    def _write(
+        self, stage: Stage, epoch: Time, attempt: str, df: DataFrame
+    ) -> tuple[Path, int, int]:
+        p = self.pipeline.name
+        out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
+        path = self.store.attempt_dir(p, stage.name, 0, out_time, attempt)
+        try:
+            df.write.parquet(str(path))
+            rows, size = self.store.stats(path)
+            if stage.kind == "sink":
+                publish(path, Path(stage.options["path"]) / f"epoch={epoch}", attempt)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return path, rows, size
+
+
+def publish(attempt_dir: Path, target: Path, attempt: str) -> None:
+    """Copy a committed attempt to a user's path, replacing what was there in one rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.{attempt}")
+    shutil.copytree(attempt_dir, staging)
+    if target.exists():
+        retired = target.with_name(f".{target.name}.retired.{attempt}")
+        os.rename(target, retired)
+        os.rename(staging, target)
+        shutil.rmtree(retired, ignore_errors=True)
+    else:
+        os.rename(staging, target)
+
+
+def _transform(stage: Stage, inputs: list[DataFrame]) -> Any:
+    assert stage.fn is not None
+    return stage.fn(inputs[0])
+
+
+def _union(stage: Stage, inputs: list[DataFrame]) -> DataFrame:
+    return reduce(lambda a, b: a.unionByName(b), inputs)
+
+
+def _join(stage: Stage, inputs: list[DataFrame]) -> DataFrame:
+    left, right = inputs
+    joined: DataFrame = left.join(right, on=list(stage.options["on"]), how=stage.options["how"])
+    return joined
+
+
+def _identity(stage: Stage, inputs: list[DataFrame]) -> DataFrame:
+    return inputs[0]
+
+
+def _stateful(stage: Stage, inputs: list[DataFrame]) -> DataFrame:
+    raise StageFailedError(stage.name, "-", "stateful stages need the state store runtime")
+
+
+_KINDS: dict[str, Callable[[Stage, list[DataFrame]], Any]] = {
+    "transform": _transform,
+    "union": _union,
+    "join": _join,
+    "feedback": _identity,
+    "sink": _identity,
+    "stateful": _stateful,
+}

@@ -1,0 +1,61 @@
+"""The data plane: every run writes a fresh attempt directory; the ledger decides which is seen.
+
+    {root}/{pipeline}/{stage}/port={port}/epoch={epoch:012d}/attempt={attempt}/part-*.parquet
+
+An attempt directory is never written twice and never overwritten; it becomes visible only when
+the ledger commits the progress batch that names it. Directories of attempts that were never
+committed (a killed run, a lost race) are removed by ``collect_garbage``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from progress import Product, Time
+
+
+def new_attempt() -> str:
+    """A fresh attempt id: sortable by creation time, unique across processes."""
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
+
+
+def _epoch_dir(t: Time) -> str:
+    if isinstance(t, Product):
+        return f"epoch={t.outer:012d}/round={t.inner:06d}"
+    return f"epoch={t:012d}"
+
+
+class DataStore:
+    """Where a pipeline's messages live on disk."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+
+    def attempt_dir(self, pipeline: str, stage: str, port: int, t: Time, attempt: str) -> Path:
+        return self.root / pipeline / stage / f"port={port}" / _epoch_dir(t) / f"attempt={attempt}"
+
+    @staticmethod
+    def stats(path: Path) -> tuple[int, int]:
+        """Rows and bytes of a written attempt, from the Parquet footers (no Spark job)."""
+        rows = size = 0
+        for part in sorted(Path(path).glob("*.parquet")):
+            rows += pq.ParquetFile(part).metadata.num_rows
+            size += part.stat().st_size
+        return rows, size
+
+    def collect_garbage(self, pipeline: str, keep: Iterable[str]) -> list[Path]:
+        """Remove attempt directories of ``pipeline`` that are not in ``keep`` (the committed
+        paths). Returns what was removed."""
+        kept = {str(Path(p).resolve()) for p in keep}
+        removed: list[Path] = []
+        for attempt in sorted((self.root / pipeline).glob("*/port=*/epoch=*/**/attempt=*")):
+            if str(attempt.resolve()) not in kept:
+                shutil.rmtree(attempt, ignore_errors=True)
+                removed.append(attempt)
+        return removed
