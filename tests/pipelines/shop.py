@@ -67,7 +67,7 @@ def shop(sink: Path) -> Pipeline:
 
 
 def write_inputs(
-    root: Path, source: str, worker: int, epoch: int, seed: int, part: int = 0
+    root: Path, source: str, worker: int, epoch: int, *, seed: int, part: int = 0
 ) -> Path:
     """One seeded input file for one worker of one source at one epoch."""
     rnd = random.Random(f"{seed}:{source}:{worker}:{epoch}:{part}")
