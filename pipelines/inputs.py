@@ -9,6 +9,7 @@ nothing), so each stage runs each epoch once.
 
 from __future__ import annotations
 
+import re
 import shutil
 from functools import reduce
 from pathlib import Path
@@ -19,6 +20,8 @@ from pipelines.storage import new_attempt
 from progress import ClosedHandleError, Time
 from progress.ledger import CommitResult, MessageEntry
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
@@ -27,8 +30,16 @@ if TYPE_CHECKING:
 
 
 def first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return text[0][:300] if text else type(err).__name__
+    """The line of an error worth showing: its first, or for a Python worker's traceback
+    relayed by Spark, the exception line at its end."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    if len(lines) > 1 and lines[0].endswith(":"):
+        found = [line for line in lines if _EXCEPTION_LINE.match(line)]
+        if found:
+            return found[-1][:300]
+    return lines[0][:300]
 
 
 def check_frame(

@@ -76,6 +76,18 @@ class Runtime:
         """The handle of one worker of a source."""
         return SourceInput(self, source, worker)
 
+    def collect_garbage(self, older_than: float = 3600.0) -> list[Path]:
+        """Remove data of attempts that were never committed (killed or lost runs)."""
+        live = self.ledger.live_paths(self.pipeline.name)
+        running = {p for p in live if p.startswith("attempt=")}
+        keep = [p for p in live if not p.startswith("attempt=")]
+        keep += [
+            str(d)
+            for d in (self.store.root / self.pipeline.name).glob("*/port=*/epoch=*/**/attempt=*")
+            if d.name in running
+        ]
+        return self.store.collect_garbage(self.pipeline.name, keep, older_than=older_than)
+
     # -- what can run --------------------------------------------------------------------------
 
     def pending(self, tracker: Tracker | None = None) -> list[tuple[str, Time]]:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,6 +35,10 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     from pyspark.sql import SparkSession
 
     url = master_url(master)
+    if url.startswith("local"):
+        # Python UDF workers run on this interpreter (and see this environment's packages).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("epochgate")
     if url.startswith("sc://"):
         builder = builder.remote(url)

@@ -49,13 +49,17 @@ class DataStore:
             size += part.stat().st_size
         return rows, size
 
-    def collect_garbage(self, pipeline: str, keep: Iterable[str]) -> list[Path]:
-        """Remove attempt directories of ``pipeline`` that are not in ``keep`` (the committed
-        paths). Returns what was removed."""
+    def collect_garbage(
+        self, pipeline: str, keep: Iterable[str], *, older_than: float = 3600.0
+    ) -> list[Path]:
+        """Remove attempt directories of ``pipeline`` that are not in ``keep`` (committed or
+        still being written) and were last touched more than ``older_than`` seconds ago."""
         kept = {str(Path(p).resolve()) for p in keep}
+        cutoff = time.time() - older_than
         removed: list[Path] = []
         for attempt in sorted((self.root / pipeline).glob("*/port=*/epoch=*/**/attempt=*")):
-            if str(attempt.resolve()) not in kept:
-                shutil.rmtree(attempt, ignore_errors=True)
-                removed.append(attempt)
+            if str(attempt.resolve()) in kept or attempt.stat().st_mtime > cutoff:
+                continue
+            shutil.rmtree(attempt, ignore_errors=True)
+            removed.append(attempt)
         return removed

@@ -629,6 +629,23 @@ class Ledger:
         )
         return [_message(r) for r in rows]
 
+    def live_paths(self, pipeline: str) -> list[str]:
+        """Every data path the pipeline may still read or is writing: current messages, and
+        the attempts of runs whose process is alive."""
+        with self.session():
+            paths = [
+                r[0]
+                for r in self._query(
+                    "SELECT path FROM messages WHERE pipeline = ? AND current AND path IS NOT NULL",
+                    [pipeline],
+                )
+            ]
+            running = self._query(
+                "SELECT attempt, pid FROM runs WHERE pipeline = ? AND status = 'running'",
+                [pipeline],
+            )
+        return paths + [f"attempt={a}" for a, pid in running if a and _alive(pid)]
+
     def latest_message(self, pipeline: str, stage: str, port: int) -> MessageRecord | None:
         """The most recently committed current message of ``(stage, port)`` with data."""
         rows = self._query(
@@ -691,11 +708,13 @@ class Ledger:
             ).fetchall():
                 done.setdefault(node, []).append(decode(t0, t1))
             running: dict[str, list[Time]] = {}
-            for node, t0, t1 in con.execute(
-                "SELECT DISTINCT stage, t0, t1 FROM runs WHERE pipeline = ? AND status = 'running'",
+            for node, t0, t1, pid in con.execute(
+                "SELECT DISTINCT stage, t0, t1, pid FROM runs "
+                "WHERE pipeline = ? AND status = 'running'",
                 [pipeline],
             ).fetchall():
-                running.setdefault(node, []).append(decode(t0, t1))
+                if _alive(pid):
+                    running.setdefault(node, []).append(decode(t0, t1))
             pending: dict[str, set[Time]] = {}
             for location, t, _ in tracker.pointstamps():
                 if isinstance(location, Target):
@@ -781,6 +800,19 @@ class Ledger:
             ),
             tuple(PartialBatch(b, e, f) for b, e, f in partial),
         )
+
+
+def _alive(pid: int | None) -> bool:
+    """Whether the process that recorded a run still exists (a killed run never finishes)."""
+    if not pid:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _message(r: tuple[Any, ...]) -> MessageRecord:

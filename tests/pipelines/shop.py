@@ -8,6 +8,7 @@ each epoch's customer regions. Stages: filter, negate, union, aggregate, join, a
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,11 @@ def by_category(df: DataFrame) -> DataFrame:
     return df.groupBy("category").agg(F.sum("amount").alias("total"))
 
 
-def shop(sink: Path) -> Pipeline:
+def settle(df: DataFrame) -> DataFrame:
+    return df.select("order_id", "amount")
+
+
+def shop(sink: Path, settle: Callable[[DataFrame], DataFrame] = settle) -> Pipeline:
     p = Pipeline("shop")
     orders = p.source("orders", schema=ORDERS, workers=2, key=["order_id"])
     refunds = p.source("refunds", schema=ORDERS, workers=1, key=["order_id"])
@@ -61,7 +66,7 @@ def shop(sink: Path) -> Pipeline:
     moves = p.union("movements", valid, negated)
     totals = p.transform("by_category", moves, fn=by_category)
     p.join("by_region", moves, customers, on=["customer"])
-    p.transform("settled", moves, fn=lambda df: df.select("order_id", "amount"), delay=2)
+    p.transform("settled", moves, fn=settle, delay=2)
     p.sink("export", totals, path=str(sink))
     return p
 

@@ -1,0 +1,101 @@
+"""Bad input never corrupts: a clear error naming source, epoch, file and column; nothing saved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from pipelines.errors import InputValidationError
+from pipelines.runtime import Runtime
+from progress import ClosedHandleError
+from progress.ledger import Ledger
+from tests.pipelines.shop import ARROW, shop
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def rt(tmp_path: Path, spark: SparkSession) -> Runtime:
+    return Runtime(
+        shop(tmp_path / "export"), Ledger(tmp_path / "l.duckdb"), spark, tmp_path / "data"
+    )
+
+
+def nothing_committed(rt: Runtime) -> None:
+    assert rt.ledger.history("shop", "orders", 0).messages == ()
+    assert rt.ledger.tracker("shop").pointstamps()[0][2] >= 1  # capabilities only
+    assert not list((rt.store.root / "shop" / "orders").glob("**/*.parquet"))
+
+
+def write(path: Path, table: pa.Table) -> Path:
+    pq.write_table(table, path)
+    return path
+
+
+def orders_table(**overrides: object) -> pa.Table:
+    data = {
+        "order_id": [1, 2],
+        "customer": ["ann", "bob"],
+        "category": ["toys", "food"],
+        "amount": [1.0, 2.0],
+    }
+    data.update(overrides)  # type: ignore[arg-type]
+    return pa.table(data)
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "reason"),
+    [
+        (orders_table(amount=["1", "2"]), "amount", "has type string, expected double"),
+        (orders_table(order_id=[1, None]), "order_id", "null key"),
+        (orders_table().drop_columns(["category"]), "category", "missing column"),
+        (orders_table().append_column("extra", pa.array([1, 2])), "extra", "unexpected column"),
+    ],
+    ids=["wrong-type", "null-key", "missing-column", "extra-column"],
+)
+def test_bad_files_name_source_epoch_file_and_column(
+    rt: Runtime, tmp_path: Path, table: pa.Table, column: str, reason: str
+) -> None:
+    path = write(tmp_path / "bad.parquet", table)
+    with pytest.raises(InputValidationError) as err:
+        rt.input("orders", 0).send(path)
+    e = err.value
+    assert (e.stage, e.epoch, e.file, e.column) == ("orders", 0, str(path), column)
+    assert reason in str(e)
+    assert "nothing was committed" in str(e)
+    nothing_committed(rt)
+
+
+def test_a_corrupt_file_is_refused(rt: Runtime, tmp_path: Path) -> None:
+    good = write(tmp_path / "good.parquet", orders_table().cast(ARROW["orders"]))
+    corrupt = tmp_path / "corrupt.parquet"
+    corrupt.write_bytes(good.read_bytes()[:40] + b"\x00garbage" * 20 + good.read_bytes()[-12:])
+    with pytest.raises(InputValidationError) as err:
+        rt.input("orders", 1).send(corrupt)
+    assert err.value.file == str(corrupt)
+    missing = tmp_path / "no" / ".." / "missing.parquet"
+    with pytest.raises(InputValidationError, match="no such file"):
+        rt.input("orders", 1).send(missing)
+    nothing_committed(rt)
+
+
+def test_a_dataframe_with_a_bad_column_names_it(rt: Runtime, spark: SparkSession) -> None:
+    df = spark.createDataFrame(
+        [(1, "ann", "toys", 5)], "order_id long, customer string, category string, amount int"
+    )
+    with pytest.raises(InputValidationError) as err:
+        rt.input("orders", 0).send(df)
+    assert (err.value.column, err.value.file) == ("amount", None)
+    nothing_committed(rt)
+
+
+def test_a_closed_worker_refuses_data(rt: Runtime, tmp_path: Path) -> None:
+    rt.input("refunds", 0).close()
+    with pytest.raises(ClosedHandleError):
+        rt.input("refunds", 0).send(tmp_path / "whatever.parquet")
+    with pytest.raises(InputValidationError, match="no worker 5"):
+        rt.input("orders", 5)
