@@ -26,6 +26,10 @@ install: $(STAMP) ## Create .venv and install epochgate with the dev extras
 test: $(STAMP) ## Run the whole test suite
 	$(BIN)/pytest -q
 
+.PHONY: demo
+demo: $(STAMP) ## Run the bank example end to end (late data included) and check it
+	$(BIN)/epochgate demo
+
 .PHONY: unit
 unit: $(STAMP) ## Run only the fast, pure unit tests
 	$(BIN)/pytest -q -m unit
@@ -50,6 +54,7 @@ check: lint typecheck test ## Exactly what CI runs: lint, format check, types, t
 .PHONY: bench
 bench: $(STAMP) ## Run the benchmarks (prints figures and ratios)
 	$(BIN)/python bench/bench_tracker.py
+	$(BIN)/python bench/bench_ledger.py
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches

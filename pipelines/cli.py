@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from pipelines import reports
-from pipelines.settings import LEDGER_ENV, ledger_path
+from pipelines.dataflow import Pipeline
+from pipelines.examples import registry
+from pipelines.runtime import Runtime
+from pipelines.settings import LEDGER_ENV, data_path, ledger_path
 from progress import EpochgateError, Product, Time
 from progress.ledger import Ledger
 
@@ -93,6 +99,129 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_pipeline(spec: str) -> Pipeline:
+    """An example by name (``bank``) or ``module:attribute`` naming a Pipeline or a function
+    that returns one."""
+    examples = registry()
+    if spec in examples:
+        return examples[spec]()
+    if ":" not in spec:
+        raise UsageError(
+            f"unknown pipeline {spec!r}: give an example ({', '.join(examples)}) "
+            "or module:attribute"
+        )
+    module_name, attr = spec.split(":", 1)
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as err:
+        raise UsageError(f"cannot load pipeline {spec!r}: {err}") from err
+    pipeline = target() if callable(target) and not isinstance(target, Pipeline) else target
+    if not isinstance(pipeline, Pipeline):
+        raise UsageError(f"{spec!r} is a {type(pipeline).__name__}, not a Pipeline")
+    return pipeline
+
+
+def runtime(args: argparse.Namespace) -> Runtime:
+    from pipelines.spark import spark_session
+
+    pipeline = load_pipeline(args.pipeline_def)
+    ledger = Ledger(ledger_path(args.ledger), lock_timeout=args.lock_timeout)
+    spark = spark_session(args.spark)
+    spark.sparkContext.setLogLevel("ERROR")
+    return Runtime(pipeline, ledger, spark, data_path(args.data))
+
+
+def registered_ledger(args: argparse.Namespace) -> tuple[Pipeline, Ledger]:
+    """The pipeline and its ledger, registered, without starting Spark."""
+    pipeline = load_pipeline(args.pipeline_def)
+    ledger = Ledger(ledger_path(args.ledger), lock_timeout=args.lock_timeout)
+    ledger.register(pipeline.name, pipeline.graph())
+    return pipeline, ledger
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    rt = runtime(args)
+    started = time.perf_counter()
+    results = rt.run(lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True))
+    print(f"{len(results)} stage run(s) in {time.perf_counter() - started:.1f}s")
+    waiting = [f"{s} epoch {t}" for s, t in rt.pending()]
+    if waiting:
+        print(
+            f"waiting: {', '.join(waiting[:8])}{' ...' if len(waiting) > 8 else ''} "
+            "(epochgate status says who holds them)"
+        )
+    return 0
+
+
+def cmd_send(args: argparse.Namespace) -> int:
+    rt = runtime(args)
+    handle = rt.input(args.source, args.worker)
+    epoch = handle.epoch
+    result = handle.send(args.file)
+    print(
+        f"sent {args.file} to {args.source} worker {args.worker} at epoch {epoch} "
+        f"(batch #{result.batch_id})"
+    )
+    return 0
+
+
+def cmd_advance(args: argparse.Namespace) -> int:
+    pipeline, ledger = registered_ledger(args)
+    ledger.advance(pipeline.name, args.source, args.worker, args.epoch, seal=True)
+    now = ledger.worker_time(pipeline.name, args.source, args.worker)
+    print(f"{args.source} worker {args.worker} is at epoch {'closed' if now is None else now}")
+    return 0
+
+
+def cmd_close(args: argparse.Namespace) -> int:
+    pipeline, ledger = registered_ledger(args)
+    ledger.close(pipeline.name, args.source, args.worker)
+    print(f"{args.source} worker {args.worker} is closed")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pipelines.examples.demo import run_demo
+
+    summary = run_demo(
+        Path(args.home),
+        epochs=args.epochs,
+        rows=args.rows,
+        accounts=args.accounts,
+        seed=args.seed,
+        spark_master=args.spark,
+    )
+    return 0 if summary.verified else 1
+
+
+def cmd_demo_data(args: argparse.Namespace) -> int:
+    from pipelines.examples.bank_data import generate
+
+    data = generate(
+        Path(args.out), epochs=args.epochs, rows=args.rows, accounts=args.accounts, seed=args.seed
+    )
+    print(f"wrote {args.epochs} epochs under {data.root} (late file at epoch {data.late_epoch})")
+    return 0
+
+
+def _sizes(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--epochs", type=_positive, default=4, help="epochs to generate (default 4)"
+    )
+    parser.add_argument(
+        "--rows", type=_positive, default=2000, help="rows per epoch (default 2000)"
+    )
+    parser.add_argument("--accounts", type=_positive, default=200, help="accounts (default 200)")
+    parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="epochgate",
@@ -138,6 +267,62 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("stage")
     history.add_argument("epoch", type=parse_time, help="an epoch, or EPOCH,ROUND")
     history.set_defaults(handler=cmd_history)
+
+    engine = argparse.ArgumentParser(add_help=False, parents=[common])
+    engine.add_argument(
+        "--data", metavar="DIR", help="data directory (default: $EPOCHGATE_DATA or .epochgate/data)"
+    )
+    engine.add_argument(
+        "--spark",
+        metavar="MASTER",
+        help="local[N], a master URL or sc://host:port (default: $EPOCHGATE_SPARK or local[2])",
+    )
+    engine.add_argument(
+        "-p",
+        "--pipeline-def",
+        default="bank",
+        metavar="PIPELINE",
+        help="an example name or module:attribute (default: bank)",
+    )
+
+    run = commands.add_parser(
+        "run", parents=[engine], help="run every ready (stage, epoch) until nothing is ready"
+    )
+    run.set_defaults(handler=cmd_run)
+    send = commands.add_parser(
+        "send", parents=[engine], help="send a Parquet file to a source at its worker's epoch"
+    )
+    send.add_argument("source")
+    send.add_argument("file")
+    send.add_argument("--worker", type=int, default=0)
+    send.set_defaults(handler=cmd_send)
+    advance = commands.add_parser(
+        "advance", parents=[engine], help="declare a source worker's epochs before EPOCH complete"
+    )
+    advance.add_argument("source")
+    advance.add_argument("epoch", type=int)
+    advance.add_argument("--worker", type=int, default=0)
+    advance.set_defaults(handler=cmd_advance)
+    close = commands.add_parser(
+        "close", parents=[engine], help="nothing more will come from a source worker"
+    )
+    close.add_argument("source")
+    close.add_argument("--worker", type=int, default=0)
+    close.set_defaults(handler=cmd_close)
+
+    demo = commands.add_parser("demo", help="run the bank example end to end and check it")
+    _sizes(demo)
+    demo.add_argument(
+        "--home",
+        default=".epochgate/demo",
+        help="where the demo keeps its state (default .epochgate/demo; replaced)",
+    )
+    demo.add_argument("--spark", metavar="MASTER", help="Spark master (default local[2])")
+    demo.set_defaults(handler=cmd_demo)
+    demo_data = commands.add_parser("demo-data", help="write seeded bank inputs")
+    _sizes(demo_data)
+    demo_data.add_argument("--out", default=".epochgate/demo-data", help="output directory")
+    demo_data.set_defaults(handler=cmd_demo_data)
     return parser
 
 

@@ -141,18 +141,27 @@ class Pipeline:
         return self._add(Stage(name, "join", inputs, options={"on": tuple(on), "how": how}))
 
     def stateful(
-        self, name: str, input: Stream | str, *, key: Sequence[str], update: StateUpdate
+        self,
+        name: str,
+        input: Stream | str,
+        *,
+        key: Sequence[str],
+        schema: StructType,
+        update: StateUpdate,
     ) -> Stream:
         """A keyed stage whose state carries from epoch to epoch, processed strictly in order.
 
-        ``update(batch, state)`` gets one epoch's input and the current state rows of the keys
-        in it (empty for new keys) and returns the new state rows of those keys, which are
-        also the stage's output for the epoch."""
+        ``schema`` is the state's columns (``key`` among them). ``update(batch, state)`` gets
+        one epoch's input and the state rows of the keys in it (absent for new keys) and
+        returns the new state rows of those keys: they replace the old ones and are the
+        stage's output for the epoch."""
         if not key:
             raise PipelineDefinitionError(self.name, name, "a stateful stage needs key columns")
-        return self._add(
-            Stage(name, "stateful", (self._input(name, input),), update, key=tuple(key))
-        )
+        missing = [k for k in key if k not in schema.fieldNames()]
+        if missing:
+            raise PipelineDefinitionError(self.name, name, f"key columns {missing} not in schema")
+        inputs = (self._input(name, input),)
+        return self._add(Stage(name, "stateful", inputs, update, key=tuple(key), schema=schema))
 
     def feedback(self, name: str, *, delay: int) -> Stream:
         """A stream that carries a later stage's output back, ``delay`` epochs later. Connect

@@ -24,6 +24,7 @@ from pipelines.inputs import SourceInput, first_line
 from pipelines.storage import DataStore, new_attempt
 from progress import Target, Time, Tracker
 from progress.ledger import Ledger, MessageEntry, Origin
+from state_store import KeyedState
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -62,9 +63,11 @@ class Runtime:
         data_root: Path,
         *,
         from_start: bool = False,
+        state: KeyedState | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.ledger = ledger
+        self.state = state or KeyedState(ledger.path.with_name("state.duckdb"))
         self.spark = spark
         self.store = DataStore(data_root)
         self.graph = pipeline.graph()
@@ -133,14 +136,21 @@ class Runtime:
         started = time.perf_counter()
         attempt = new_attempt()
         run_id = self.ledger.start_run(p, stage_name, epoch, attempt)
+        scratch = self.store.attempt_dir(p, stage_name, 0, epoch, f"{attempt}.scratch")
         try:
-            output = self._compute(stage, epoch, tracker)
-            path, rows, size = self._write(stage, epoch, attempt, output)
-        except Exception as err:
-            self.ledger.finish_run(run_id, "failed", error=first_line(err))
-            if isinstance(err, PipelineError):
-                raise
-            raise StageFailedError(stage_name, epoch, first_line(err)) from err
+            try:
+                output = self._compute(stage, epoch, tracker, scratch)
+                path, rows, size = self._write(stage, epoch, attempt, output)
+                if stage.kind == "stateful":
+                    assert isinstance(epoch, int)
+                    self.state.stage(p, stage_name, epoch, attempt, f"{path}/*.parquet")
+            except Exception as err:
+                self.ledger.finish_run(run_id, "failed", error=first_line(err))
+                if isinstance(err, PipelineError):
+                    raise
+                raise StageFailedError(stage_name, epoch, first_line(err)) from err
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
         message = MessageEntry(stage_name, 0, out_time, attempt, str(path), rows, size)
         result = self.ledger.commit(
@@ -148,8 +158,12 @@ class Runtime:
         )
         if result.repeated:  # another process committed this run first: ours is not seen
             shutil.rmtree(path, ignore_errors=True)
+            if stage.kind == "stateful":
+                self.state.abandon(p, stage_name, attempt)
             self.ledger.finish_run(run_id, "skipped", batch_id=result.batch_id)
             return RunResult(stage_name, epoch, "done-already")
+        if stage.kind == "stateful":
+            self.state.commit(p, stage_name, stage.key, attempt)
         self.ledger.finish_run(run_id, "succeeded", batch_id=result.batch_id)
         return RunResult(
             stage_name, epoch, "succeeded", attempt, rows, time.perf_counter() - started
@@ -172,14 +186,17 @@ class Runtime:
             raise StageFailedError(stage, "-", "its output has no data yet to take a schema from")
         return self.spark.read.parquet(latest.path).schema
 
-    def _compute(self, stage: Stage, epoch: Time, tracker: Tracker) -> DataFrame:
+    def _compute(self, stage: Stage, epoch: Time, tracker: Tracker, scratch: Path) -> DataFrame:
         inputs = [
             self.read(upstream, epoch)
             if tracker.count(Target(stage.name, port), epoch) > 0
             else self.spark.createDataFrame([], self._schema_of(upstream))
             for port, upstream in enumerate(stage.inputs)
         ]
-        out = _KINDS[stage.kind](stage, inputs)
+        if stage.kind == "stateful":
+            out = self._carry(stage, inputs[0], scratch)
+        else:
+            out = _KINDS[stage.kind](stage, inputs)
         from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect frames
 
         if not isinstance(out, AnyFrame):
@@ -189,6 +206,41 @@ class Runtime:
                 f"the stage function returned {type(out).__name__}, not a DataFrame",
             )
         return out
+
+    def _carry(self, stage: Stage, batch: DataFrame, scratch: Path) -> DataFrame:
+        """A stateful stage's epoch: the state of the keys in ``batch``, updated by its function.
+
+        Staged attempts left by a crash are settled first, against what the ledger committed.
+        """
+        p = self.pipeline.name
+        assert stage.schema is not None
+        assert stage.fn is not None
+
+        def committed(epoch: int, attempt: str) -> bool:
+            return any(m.attempt == attempt for m in self.ledger.message(p, stage.name, 0, epoch))
+
+        self.state.reconcile(p, stage.name, stage.key, committed)
+        batch.select(*stage.key).distinct().write.parquet(str(scratch / "keys"))
+        state_file = scratch / "state.parquet"
+        if self.state.export_latest(
+            p, stage.name, stage.key, f"{scratch}/keys/*.parquet", str(state_file)
+        ):
+            state = self.spark.read.schema(stage.schema).parquet(str(state_file))
+        else:
+            state = self.spark.createDataFrame([], stage.schema)
+        out = stage.fn(batch, state)
+        have = {f.name: f.dataType for f in out.schema.fields}
+        for field in stage.schema.fields:
+            if have.get(field.name) != field.dataType:
+                found = have[field.name].simpleString() if field.name in have else "missing"
+                raise StageFailedError(
+                    stage.name,
+                    "-",
+                    f"state column {field.name!r} is {found}, the schema says "
+                    f"{field.dataType.simpleString()}",
+                )
+        ordered: DataFrame = out.select(*stage.schema.fieldNames())
+        return ordered
 
     def _write(
         self, stage: Stage, epoch: Time, attempt: str, df: DataFrame
@@ -240,15 +292,10 @@ def _identity(stage: Stage, inputs: list[DataFrame]) -> DataFrame:
     return inputs[0]
 
 
-def _stateful(stage: Stage, inputs: list[DataFrame]) -> DataFrame:
-    raise StageFailedError(stage.name, "-", "stateful stages need the state store runtime")
-
-
 _KINDS: dict[str, Callable[[Stage, list[DataFrame]], Any]] = {
     "transform": _transform,
     "union": _union,
     "join": _join,
     "feedback": _identity,
     "sink": _identity,
-    "stateful": _stateful,
 }

@@ -19,6 +19,7 @@ DEFAULT_MASTER = "local[2]"
 # Small local defaults: few shuffle partitions suit per-epoch batches on a laptop or CI box.
 LOCAL_CONF = {
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionOverwriteMode": "static",

@@ -2,4 +2,6 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from state_store.keyed import KeyedState, StateStoreError
+
+__all__ = ["KeyedState", "StateStoreError"]

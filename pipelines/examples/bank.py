@@ -1,0 +1,128 @@
+"""The ``bank`` example: card payments and wire transfers through validation, a union, running
+balances per account (stateful), totals per merchant category, and a join with accounts.
+
+Sources: ``card_payments`` (3 workers), ``wire_transfers`` (2 workers), ``accounts`` (the
+accounts dimension, re-sent each epoch). Amounts are integer cents, so every sum is exact.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines.dataflow import Pipeline
+
+CARD_PAYMENTS = T.StructType(
+    [
+        T.StructField("payment_id", T.LongType()),
+        T.StructField("account_id", T.LongType()),
+        T.StructField("merchant_category", T.StringType()),
+        T.StructField("amount_cents", T.LongType()),
+    ]
+)
+WIRE_TRANSFERS = T.StructType(
+    [
+        T.StructField("transfer_id", T.LongType()),
+        T.StructField("from_account", T.LongType()),
+        T.StructField("to_account", T.LongType()),
+        T.StructField("amount_cents", T.LongType()),
+    ]
+)
+ACCOUNTS = T.StructType(
+    [
+        T.StructField("account_id", T.LongType()),
+        T.StructField("holder", T.StringType()),
+        T.StructField("region", T.StringType()),
+    ]
+)
+BALANCES = T.StructType(
+    [
+        T.StructField("account_id", T.LongType()),
+        T.StructField("balance_cents", T.LongType()),
+        T.StructField("movements", T.LongType()),
+    ]
+)
+WORKERS = {"card_payments": 3, "wire_transfers": 2, "accounts": 1}
+
+
+def validate_cards(df: DataFrame) -> DataFrame:
+    """Valid card payments become debits of their account."""
+    valid = df.where((F.col("amount_cents") > 0) & F.col("merchant_category").isNotNull())
+    return valid.select(
+        F.concat(F.lit("c"), F.col("payment_id").cast("string")).alias("movement_id"),
+        "account_id",
+        (-F.col("amount_cents")).alias("amount_cents"),
+        F.col("merchant_category").alias("category"),
+    )
+
+
+def validate_wires(df: DataFrame) -> DataFrame:
+    """A valid transfer is a debit of the sender and a credit of the receiver."""
+    valid = df.where((F.col("amount_cents") > 0) & (F.col("from_account") != F.col("to_account")))
+    out = valid.select(
+        F.concat(F.lit("w"), F.col("transfer_id").cast("string"), F.lit("-out")).alias(
+            "movement_id"
+        ),
+        F.col("from_account").alias("account_id"),
+        (-F.col("amount_cents")).alias("amount_cents"),
+        F.lit("transfer").alias("category"),
+    )
+    into = valid.select(
+        F.concat(F.lit("w"), F.col("transfer_id").cast("string"), F.lit("-in")).alias(
+            "movement_id"
+        ),
+        F.col("to_account").alias("account_id"),
+        F.col("amount_cents"),
+        F.lit("transfer").alias("category"),
+    )
+    return out.unionByName(into)
+
+
+def category_totals(df: DataFrame) -> DataFrame:
+    return df.groupBy("category").agg(
+        F.sum("amount_cents").alias("total_cents"), F.count("*").alias("movements")
+    )
+
+
+def update_balances(batch: DataFrame, state: DataFrame) -> DataFrame:
+    """New balances of the accounts that moved this epoch: old balance plus this epoch's sum."""
+    moved = batch.groupBy("account_id").agg(
+        F.sum("amount_cents").alias("delta"), F.count("*").alias("n")
+    )
+    joined = moved.join(state, on="account_id", how="left")
+    return joined.select(
+        "account_id",
+        (F.coalesce(F.col("balance_cents"), F.lit(0)) + F.col("delta")).alias("balance_cents"),
+        (F.coalesce(F.col("movements"), F.lit(0)) + F.col("n")).alias("movements"),
+    )
+
+
+def region_totals(df: DataFrame) -> DataFrame:
+    return df.groupBy("region").agg(F.sum("amount_cents").alias("total_cents"))
+
+
+def pipeline() -> Pipeline:
+    bank = Pipeline("bank")
+    cards = bank.source(
+        "card_payments", schema=CARD_PAYMENTS, workers=WORKERS["card_payments"], key=["payment_id"]
+    )
+    wires = bank.source(
+        "wire_transfers",
+        schema=WIRE_TRANSFERS,
+        workers=WORKERS["wire_transfers"],
+        key=["transfer_id", "from_account", "to_account"],
+    )
+    accounts = bank.source("accounts", schema=ACCOUNTS, workers=1, key=["account_id"])
+    movements = bank.union(
+        "movements",
+        bank.transform("valid_cards", cards, fn=validate_cards),
+        bank.transform("valid_wires", wires, fn=validate_wires),
+    )
+    bank.transform("category_totals", movements, fn=category_totals)
+    bank.stateful(
+        "balances", movements, key=["account_id"], schema=BALANCES, update=update_balances
+    )
+    enriched = bank.join("enriched", movements, accounts, on=["account_id"])
+    bank.transform("region_totals", enriched, fn=region_totals)
+    return bank

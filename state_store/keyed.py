@@ -1,0 +1,196 @@
+"""Keyed state of stateful stages, with history by epoch, in a DuckDB file.
+
+Per stage two tables: ``history`` (every state row a committed or pending attempt wrote, with
+its epoch and attempt) and ``latest`` (one row per key: its newest committed value). A run
+stages its rows under its attempt id; they become part of the state only when the ledger has
+committed that attempt, which ``commit`` records and ``reconcile`` repairs after a crash
+between the two. ``value_as_of`` reads any retained epoch; the carry from one epoch to the next
+reads ``latest`` only, so its cost does not grow with history.
+
+Data comes and goes as Parquet files, so the engine computing the state (Spark) and this store
+never share memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from progress.errors import EpochgateError
+from progress.ledger.lock import LedgerLock
+
+DEFAULT_LOCK_TIMEOUT = 60.0
+
+
+class StateStoreError(EpochgateError):
+    """A state store request that cannot be served."""
+
+
+def _ident(*parts: str) -> str:
+    """A quoted table name from identifiers (pipeline and stage names are validated as such)."""
+    name = "__".join(parts)
+    if not name.replace("__", "_").isidentifier():
+        raise StateStoreError(f"not a valid state table name: {name!r}")
+    return f'"{name}"'
+
+
+class KeyedState:
+    """The keyed state of every stateful stage of the pipelines that share one file."""
+
+    def __init__(self, path: str | os.PathLike[str], lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+
+    @contextmanager
+    def _connect(self) -> Iterator[Any]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with LedgerLock(self.path.with_name(self.path.name + ".lock"), self.lock_timeout):
+            con = duckdb.connect(str(self.path))
+            try:
+                con.execute(
+                    "CREATE TABLE IF NOT EXISTS attempts (pipeline VARCHAR, stage VARCHAR, "
+                    "epoch BIGINT, attempt VARCHAR, committed BOOLEAN, "
+                    "PRIMARY KEY (pipeline, stage, attempt))"
+                )
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+                con.execute("COMMIT")
+            finally:
+                con.close()
+
+    @staticmethod
+    def _exists(con: Any, table: str) -> bool:
+        name = table.strip('"')
+        # fetchall: a partly fetched result blocks the relation API on this connection.
+        rows = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+        ).fetchall()
+        return bool(rows[0][0])
+
+    def export_latest(
+        self, pipeline: str, stage: str, key: Sequence[str], keys_file: str, out_file: str
+    ) -> bool:
+        """Write the latest committed rows of the keys listed in ``keys_file`` (Parquet) to
+        ``out_file``. Returns False when the stage has no state yet (nothing written)."""
+        latest = _ident(pipeline, stage, "latest")
+        with self._connect() as con:
+            if not self._exists(con, latest):
+                return False
+            using = ", ".join(f'"{k}"' for k in key)
+            con.sql(
+                f"SELECT l.* EXCLUDE (_epoch) FROM {latest} l "
+                f"SEMI JOIN read_parquet($keys) k USING ({using})",
+                params={"keys": keys_file},
+            ).write_parquet(out_file)
+        return True
+
+    def stage(self, pipeline: str, stage: str, epoch: int, attempt: str, rows_file: str) -> None:
+        """Record an attempt's new state rows for ``epoch``, not yet part of the state."""
+        history = _ident(pipeline, stage, "history")
+        with self._connect() as con:
+            if not self._exists(con, history):
+                con.execute(
+                    f"CREATE TABLE {history} AS SELECT *, 0::BIGINT AS _epoch, "
+                    "''::VARCHAR AS _attempt FROM read_parquet(?) LIMIT 0",
+                    [rows_file],
+                )
+            con.execute(
+                f"INSERT INTO {history} SELECT *, ?, ? FROM read_parquet(?)",
+                [epoch, attempt, rows_file],
+            )
+            con.execute(
+                "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, false)",
+                [pipeline, stage, epoch, attempt],
+            )
+
+    def commit(self, pipeline: str, stage: str, key: Sequence[str], attempt: str) -> None:
+        """Make a staged attempt part of the state: its rows become the keys' latest values."""
+        history = _ident(pipeline, stage, "history")
+        latest = _ident(pipeline, stage, "latest")
+        using = ", ".join(f'"{k}"' for k in key)
+        with self._connect() as con:
+            row = con.execute(
+                "SELECT committed FROM attempts WHERE pipeline = ? AND stage = ? AND attempt = ?",
+                [pipeline, stage, attempt],
+            ).fetchone()
+            if row is None:
+                raise StateStoreError(f"{pipeline}.{stage}: attempt {attempt!r} was never staged")
+            if row[0]:
+                return
+            if not self._exists(con, latest):
+                con.execute(
+                    f"CREATE TABLE {latest} AS SELECT * EXCLUDE (_attempt) FROM {history} LIMIT 0"
+                )
+            new = f"(SELECT * EXCLUDE (_attempt) FROM {history} WHERE _attempt = $attempt)"
+            con.execute(
+                f"DELETE FROM {latest} WHERE ({using}) IN (SELECT ({using}) FROM {new})",
+                {"attempt": attempt},
+            )
+            con.execute(f"INSERT INTO {latest} SELECT * FROM {new}", {"attempt": attempt})
+            con.execute(
+                "UPDATE attempts SET committed = true "
+                "WHERE pipeline = ? AND stage = ? AND attempt = ?",
+                [pipeline, stage, attempt],
+            )
+
+    def reconcile(
+        self, pipeline: str, stage: str, key: Sequence[str], committed: Callable[[int, str], bool]
+    ) -> None:
+        """After a crash: commit staged attempts the ledger committed; drop the others."""
+        with self._connect() as con:
+            pending = con.execute(
+                "SELECT epoch, attempt FROM attempts "
+                "WHERE pipeline = ? AND stage = ? AND NOT committed ORDER BY epoch",
+                [pipeline, stage],
+            ).fetchall()
+        for epoch, attempt in pending:
+            if committed(epoch, attempt):
+                self.commit(pipeline, stage, key, attempt)
+            else:
+                self.abandon(pipeline, stage, attempt)
+
+    def abandon(self, pipeline: str, stage: str, attempt: str) -> None:
+        """Forget a staged attempt that will never be committed."""
+        history = _ident(pipeline, stage, "history")
+        with self._connect() as con:
+            if self._exists(con, history):
+                con.execute(f"DELETE FROM {history} WHERE _attempt = ?", [attempt])
+            con.execute(
+                "DELETE FROM attempts WHERE pipeline = ? AND stage = ? AND attempt = ?",
+                [pipeline, stage, attempt],
+            )
+
+    def value_as_of(
+        self, pipeline: str, stage: str, key: dict[str, Any], epoch: int
+    ) -> dict[str, Any] | None:
+        """The value of one key as of ``epoch`` (its newest committed row at or before it)."""
+        history = _ident(pipeline, stage, "history")
+        where = " AND ".join(f'h."{k}" = $key_{i}' for i, k in enumerate(key))
+        with self._connect() as con:
+            if not self._exists(con, history):
+                return None
+            cursor = con.execute(
+                f"SELECT h.* EXCLUDE (_attempt) FROM {history} h JOIN attempts a "
+                "ON a.pipeline = $pipeline AND a.stage = $stage AND a.attempt = h._attempt "
+                f"AND a.committed WHERE {where} AND h._epoch <= $epoch "
+                "ORDER BY h._epoch DESC LIMIT 1",
+                {
+                    **{f"key_{i}": v for i, v in enumerate(key.values())},
+                    "pipeline": pipeline,
+                    "stage": stage,
+                    "epoch": epoch,
+                },
+            )
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            return dict(zip([d[0] for d in cursor.description], row, strict=True))
