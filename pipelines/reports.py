@@ -42,14 +42,14 @@ def status_table(statuses: Sequence[StageStatus]) -> str:
     for pipeline in sorted({s.pipeline for s in statuses}):
         rows = [s for s in statuses if s.pipeline == pipeline]
         lines.append(f"pipeline {pipeline}")
-        header = ("stage", "input frontier", "done", "ready", "running", "waiting")
+        header = ("stage", "input frontier", "done", "ready", "running", "waiting", "stale")
         table = [header]
         for s in rows:
             if s.is_input:
                 held = ", ".join(
                     f"w{w}@{'closed' if t is None else _time(t)}" for w, t in s.workers
                 )
-                table.append((s.stage, f"source: {held or 'no workers'}", "", "", "", ""))
+                table.append((s.stage, f"source: {held or 'no workers'}", "", "", "", "", ""))
                 continue
             frontier = ", ".join(_time(t) for t in s.frontier) or "done"
             table.append(
@@ -60,6 +60,7 @@ def status_table(statuses: Sequence[StageStatus]) -> str:
                     compress(s.ready),
                     compress(s.running),
                     compress(s.waiting),
+                    compress(s.stale),
                 )
             )
         widths = [max(len(r[i]) for r in table) for i in range(len(header))]
@@ -85,6 +86,7 @@ def status_json(statuses: Sequence[StageStatus]) -> list[dict[str, Any]]:
             "ready": [encode_time(t) for t in s.ready],
             "running": [encode_time(t) for t in s.running],
             "waiting": [encode_time(t) for t in s.waiting],
+            "stale": [encode_time(t) for t in s.stale],
             "blockers": [h.text for h in s.holds],
             "workers": {str(w): None if t is None else encode_time(t) for w, t in s.workers},
         }

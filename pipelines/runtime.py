@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -22,8 +22,8 @@ from pipelines.dataflow import Pipeline, Stage
 from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError
 from pipelines.inputs import SourceInput, first_line
 from pipelines.storage import DataStore, new_attempt
-from progress import Target, Time, Tracker
-from progress.ledger import Ledger, MessageEntry, Origin
+from progress import Target, Time, Tracker, Update, less_equal
+from progress.ledger import Ledger, MessageEntry, MessageRef, Origin
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -37,15 +37,16 @@ class RunResult:
 
     stage: str
     epoch: Time
-    status: str  # "succeeded", "done-already"
+    status: str  # "succeeded", "revised", "done-already"
     attempt: str | None = None
     rows: int = 0
     seconds: float = 0.0
 
     def describe(self) -> str:
-        if self.status != "succeeded":
+        if self.status not in ("succeeded", "revised"):
             return f"{self.stage} epoch {self.epoch}: {self.status}"
-        return f"{self.stage} epoch {self.epoch}: {self.rows} rows in {self.seconds:.2f}s"
+        what = "revised, " if self.status == "revised" else ""
+        return f"{self.stage} epoch {self.epoch}: {what}{self.rows} rows in {self.seconds:.2f}s"
 
 
 def run_key(stage: str, epoch: Time) -> str:
@@ -104,27 +105,35 @@ class Runtime:
         return [(s, t) for s, t in self.pending(tracker) if tracker.ready(s, t)]
 
     def run(self, on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
-        """Run every ready ``(stage, epoch)``, in epoch order, until nothing is ready."""
+        """Run every ready ``(stage, epoch)`` in epoch order, then re-run stale outputs (those
+        that read an attempt a revision has replaced), until nothing is left."""
         results: list[RunResult] = []
         while True:
             ready = self.ready()
-            if not ready:
-                return results
-            result = self.run_stage(*ready[0])
-            results.append(result)
+            if ready:
+                batch = [self.run_stage(*ready[0])]
+            else:
+                stale = self.stale()
+                if not stale:
+                    return results
+                batch = self.revise(stale[0][0], [stale[0][1]])
+            results.extend(batch)
             if on_result is not None:
-                on_result(result)
+                for result in batch:
+                    on_result(result)
+
+    def stale(self) -> list[tuple[str, Time]]:
+        """Done ``(stage, epoch)`` runs whose input was revised since, earliest first."""
+        found = self.ledger.stale(self.pipeline.name)
+        return sorted(found, key=lambda item: (item[1], self._order[item[0]]))
 
     # -- one run -------------------------------------------------------------------------------
 
     def run_stage(self, stage_name: str, epoch: Time) -> RunResult:
         """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
         p = self.pipeline.name
-        stage = self.pipeline.stage(stage_name)
-        if stage.is_source:
-            raise PipelineError(f"{stage_name!r} is a source: it is fed by send(), not run")
-        key = run_key(stage_name, epoch)
-        if self.ledger.committed(p, key) is not None:
+        stage = self._runnable(stage_name)
+        if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
             return RunResult(stage_name, epoch, "done-already")
         tracker = self.ledger.tracker(p)
         if not tracker.ready(stage_name, epoch):
@@ -133,41 +142,80 @@ class Runtime:
         batch = tracker.stage_batch(stage_name, epoch)
         if not batch:
             raise StageNotReadyError(stage_name, epoch, ["no input message arrives at this epoch"])
+        return self._execute(stage, epoch, batch=batch, revision=False)
+
+    def revise(self, stage_name: str, epochs: Sequence[Time]) -> list[RunResult]:
+        """Recompute done epochs of a stage with the current code and inputs (a backfill).
+
+        Each new attempt replaces the old one; frontiers do not move; downstream outputs that
+        read the old attempt become stale and ``run()`` recomputes them. A stateful stage is
+        recomputed from the earliest revised epoch onward, from the state as it was before it.
+        """
+        p = self.pipeline.name
+        stage = self._runnable(stage_name)
+        done = self.ledger.done_epochs(p, stage_name)
+        missing = [e for e in epochs if e not in done]
+        if missing:
+            raise PipelineError(
+                f"stage {stage_name!r} has not run epoch(s) {missing}: nothing to revise "
+                "(run them instead)"
+            )
+        targets = sorted(set(epochs))
+        if stage.kind == "stateful" and targets:
+            first = targets[0]
+            assert isinstance(first, int)
+            targets = [e for e in sorted(done) if less_equal(first, e)]
+            self.state.rewind(p, stage_name, stage.key, first)
+        return [self._execute(stage, e, batch=[], revision=True) for e in targets]
+
+    def _runnable(self, stage_name: str) -> Stage:
+        stage = self.pipeline.stage(stage_name)
+        if stage.is_source:
+            raise PipelineError(f"{stage_name!r} is a source: it is fed by send(), not run")
+        return stage
+
+    def _execute(
+        self, stage: Stage, epoch: Time, *, batch: list[Update], revision: bool
+    ) -> RunResult:
+        p = self.pipeline.name
         started = time.perf_counter()
         attempt = new_attempt()
-        run_id = self.ledger.start_run(p, stage_name, epoch, attempt)
-        scratch = self.store.attempt_dir(p, stage_name, 0, epoch, f"{attempt}.scratch")
+        run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        scratch = self.store.attempt_dir(p, stage.name, 0, epoch, f"{attempt}.scratch")
         try:
             try:
-                output = self._compute(stage, epoch, tracker, scratch)
+                output, reads = self._compute(stage, epoch, scratch)
                 path, rows, size = self._write(stage, epoch, attempt, output)
                 if stage.kind == "stateful":
                     assert isinstance(epoch, int)
-                    self.state.stage(p, stage_name, epoch, attempt, f"{path}/*.parquet")
+                    self.state.stage(p, stage.name, epoch, attempt, f"{path}/*.parquet")
             except Exception as err:
                 self.ledger.finish_run(run_id, "failed", error=first_line(err))
                 if isinstance(err, PipelineError):
                     raise
-                raise StageFailedError(stage_name, epoch, first_line(err)) from err
+                raise StageFailedError(stage.name, epoch, first_line(err)) from err
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
-        message = MessageEntry(stage_name, 0, out_time, attempt, str(path), rows, size)
+        message = MessageEntry(
+            stage.name, 0, out_time, attempt, str(path), rows, size, revision, epoch, reads
+        )
+        key = f"revise:{stage.name}:{epoch}:{attempt}" if revision else run_key(stage.name, epoch)
         result = self.ledger.commit(
-            p, batch, key=key, messages=[message], origin=Origin.stage(stage_name, epoch)
+            p, batch, key=key, messages=[message], origin=Origin.stage(stage.name, epoch)
         )
         if result.repeated:  # another process committed this run first: ours is not seen
             shutil.rmtree(path, ignore_errors=True)
             if stage.kind == "stateful":
-                self.state.abandon(p, stage_name, attempt)
+                self.state.abandon(p, stage.name, attempt)
             self.ledger.finish_run(run_id, "skipped", batch_id=result.batch_id)
-            return RunResult(stage_name, epoch, "done-already")
+            return RunResult(stage.name, epoch, "done-already")
         if stage.kind == "stateful":
-            self.state.commit(p, stage_name, stage.key, attempt)
+            self.state.commit(p, stage.name, stage.key, attempt)
         self.ledger.finish_run(run_id, "succeeded", batch_id=result.batch_id)
-        return RunResult(
-            stage_name, epoch, "succeeded", attempt, rows, time.perf_counter() - started
-        )
+        status = "revised" if revision else "succeeded"
+        seconds = time.perf_counter() - started
+        return RunResult(stage.name, epoch, status, attempt, rows, seconds)
 
     def read(self, stage: str, epoch: Time) -> DataFrame:
         """The committed output of ``stage`` at ``epoch`` (all current messages)."""
@@ -186,13 +234,20 @@ class Runtime:
             raise StageFailedError(stage, "-", "its output has no data yet to take a schema from")
         return self.spark.read.parquet(latest.path).schema
 
-    def _compute(self, stage: Stage, epoch: Time, tracker: Tracker, scratch: Path) -> DataFrame:
-        inputs = [
-            self.read(upstream, epoch)
-            if tracker.count(Target(stage.name, port), epoch) > 0
-            else self.spark.createDataFrame([], self._schema_of(upstream))
-            for port, upstream in enumerate(stage.inputs)
-        ]
+    def _compute(
+        self, stage: Stage, epoch: Time, scratch: Path
+    ) -> tuple[DataFrame, tuple[MessageRef, ...]]:
+        """The stage's output for ``epoch`` and the input messages it read."""
+        inputs: list[DataFrame] = []
+        reads: list[MessageRef] = []
+        for upstream in stage.inputs:
+            messages = self.ledger.message(self.pipeline.name, upstream, 0, epoch)
+            reads.extend(MessageRef(upstream, 0, epoch, m.attempt) for m in messages)
+            paths = [m.path for m in messages if m.path]
+            if paths:
+                inputs.append(self.spark.read.parquet(*paths))
+            else:
+                inputs.append(self.spark.createDataFrame([], self._schema_of(upstream)))
         if stage.kind == "stateful":
             out = self._carry(stage, inputs[0], scratch)
         else:
@@ -205,7 +260,7 @@ class Runtime:
                 epoch,
                 f"the stage function returned {type(out).__name__}, not a DataFrame",
             )
-        return out
+        return out, tuple(reads)
 
     def _carry(self, stage: Stage, batch: DataFrame, scratch: Path) -> DataFrame:
         """A stateful stage's epoch: the state of the keys in ``batch``, updated by its function.

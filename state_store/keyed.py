@@ -54,7 +54,7 @@ class KeyedState:
             try:
                 con.execute(
                     "CREATE TABLE IF NOT EXISTS attempts (pipeline VARCHAR, stage VARCHAR, "
-                    "epoch BIGINT, attempt VARCHAR, committed BOOLEAN, "
+                    "epoch BIGINT, attempt VARCHAR, committed BOOLEAN, replaced BOOLEAN, "
                     "PRIMARY KEY (pipeline, stage, attempt))"
                 )
                 con.execute("BEGIN TRANSACTION")
@@ -108,7 +108,7 @@ class KeyedState:
                 [epoch, attempt, rows_file],
             )
             con.execute(
-                "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, false)",
+                "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, false, false)",
                 [pipeline, stage, epoch, attempt],
             )
 
@@ -118,13 +118,14 @@ class KeyedState:
         latest = _ident(pipeline, stage, "latest")
         using = ", ".join(f'"{k}"' for k in key)
         with self._connect() as con:
-            row = con.execute(
-                "SELECT committed FROM attempts WHERE pipeline = ? AND stage = ? AND attempt = ?",
+            rows = con.execute(
+                "SELECT committed, epoch FROM attempts "
+                "WHERE pipeline = ? AND stage = ? AND attempt = ?",
                 [pipeline, stage, attempt],
-            ).fetchone()
-            if row is None:
+            ).fetchall()
+            if not rows:
                 raise StateStoreError(f"{pipeline}.{stage}: attempt {attempt!r} was never staged")
-            if row[0]:
+            if rows[0][0]:
                 return
             if not self._exists(con, latest):
                 con.execute(
@@ -137,9 +138,33 @@ class KeyedState:
             )
             con.execute(f"INSERT INTO {latest} SELECT * FROM {new}", {"attempt": attempt})
             con.execute(
+                "UPDATE attempts SET replaced = true WHERE pipeline = ? AND stage = ? "
+                "AND epoch = ? AND committed AND attempt <> ?",
+                [pipeline, stage, rows[0][1], attempt],
+            )
+            con.execute(
                 "UPDATE attempts SET committed = true "
                 "WHERE pipeline = ? AND stage = ? AND attempt = ?",
                 [pipeline, stage, attempt],
+            )
+
+    def rewind(self, pipeline: str, stage: str, key: Sequence[str], epoch: int) -> None:
+        """Make ``latest`` the state as of ``epoch - 1`` (before a revision from ``epoch``)."""
+        history = _ident(pipeline, stage, "history")
+        latest = _ident(pipeline, stage, "latest")
+        partition = ", ".join(f'h."{k}"' for k in key)
+        with self._connect() as con:
+            if not self._exists(con, latest):
+                return
+            con.execute(f"DELETE FROM {latest}")
+            con.execute(
+                f"INSERT INTO {latest} SELECT * EXCLUDE (_attempt, _rank) FROM ("
+                f"SELECT h.*, row_number() OVER (PARTITION BY {partition} "
+                "ORDER BY h._epoch DESC) AS _rank "
+                f"FROM {history} h JOIN attempts a ON a.pipeline = ? AND a.stage = ? "
+                "AND a.attempt = h._attempt AND a.committed AND NOT a.replaced "
+                "WHERE h._epoch < ?) WHERE _rank = 1",
+                [pipeline, stage, epoch],
             )
 
     def reconcile(
@@ -181,7 +206,7 @@ class KeyedState:
             cursor = con.execute(
                 f"SELECT h.* EXCLUDE (_attempt) FROM {history} h JOIN attempts a "
                 "ON a.pipeline = $pipeline AND a.stage = $stage AND a.attempt = h._attempt "
-                f"AND a.committed WHERE {where} AND h._epoch <= $epoch "
+                f"AND a.committed AND NOT a.replaced WHERE {where} AND h._epoch <= $epoch "
                 "ORDER BY h._epoch DESC LIMIT 1",
                 {
                     **{f"key_{i}": v for i, v in enumerate(key.values())},

@@ -40,11 +40,22 @@ class Origin:
 
 
 @dataclass(frozen=True)
+class MessageRef:
+    """One input message a run read: ``(stage, port, time)`` and the attempt it was."""
+
+    stage: str
+    port: int
+    time: Time
+    attempt: str
+
+
+@dataclass(frozen=True)
 class MessageEntry:
     """A message to catalog with the batch that announces it: where its data lives.
 
     With ``replaces``, it becomes the only current message at ``(stage, port, time)``; the
-    attempts it replaces stay in the history.
+    attempts it replaces stay in the history. ``run_time`` and ``reads`` record the run that
+    produced it and the input messages it read (message-level lineage).
     """
 
     stage: str
@@ -55,6 +66,8 @@ class MessageEntry:
     rows: int = 0
     bytes: int = 0
     replaces: bool = False
+    run_time: Time | None = None
+    reads: tuple[MessageRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -182,5 +195,7 @@ class StageStatus:
     running: tuple[Time, ...]
     waiting: tuple[Time, ...]
     holds: tuple[Hold, ...] = field(default=())
+    stale: tuple[Time, ...] = field(default=())
+    """Done epochs whose input was revised since: they will run again."""
     workers: tuple[tuple[int, Time | None], ...] = field(default=())
     """For an input: each worker and the time it holds (``None`` once closed)."""

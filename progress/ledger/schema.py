@@ -104,6 +104,23 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO meta
     SELECT 'counts_through', CAST(coalesce(max(batch_id), 0) AS VARCHAR) FROM batches;
     """,
+    # 4: message lineage: which input attempts each committed output read, so a revision can
+    # tell which outputs it made stale.
+    """
+    CREATE TABLE reads (
+        pipeline VARCHAR NOT NULL,
+        batch_id BIGINT NOT NULL,
+        stage VARCHAR NOT NULL,
+        t0 BIGINT NOT NULL,
+        t1 BIGINT NOT NULL,
+        attempt VARCHAR NOT NULL,
+        input_stage VARCHAR NOT NULL,
+        input_port INTEGER NOT NULL,
+        input_t0 BIGINT NOT NULL,
+        input_t1 BIGINT NOT NULL,
+        input_attempt VARCHAR NOT NULL
+    );
+    """,
 )
 
 VERSION = len(MIGRATIONS)

@@ -386,6 +386,15 @@ class Ledger:
                 "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true)",
                 [pipeline, m.stage, m.port, t0, t1, m.attempt, m.path, m.rows, m.bytes, batch_id],
             )
+            if m.reads:
+                r0, r1 = encode(m.run_time if m.run_time is not None else m.time)
+                refs = [(r.stage, r.port, *encode(r.time), r.attempt) for r in m.reads]
+                columns = [list(c) for c in zip(*refs, strict=True)]
+                con.execute(
+                    "INSERT INTO reads SELECT ?, ?, ?, ?, ?, ?, unnest(?), unnest(?), "
+                    "unnest(?), unnest(?), unnest(?)",
+                    [pipeline, batch_id, m.stage, r0, r1, m.attempt, *columns],
+                )
         return CommitResult(batch_id, key, repeated=False)
 
     # -- input workers -----------------------------------------------------------------------
@@ -646,6 +655,33 @@ class Ledger:
             )
         return paths + [f"attempt={a}" for a, pid in running if a and _alive(pid)]
 
+    def done_epochs(self, pipeline: str, stage: str) -> list[Time]:
+        """The times ``stage`` has run (committed a run batch for), in order."""
+        rows = self._query(
+            "SELECT DISTINCT t0, t1 FROM batches WHERE pipeline = ? AND origin = 'stage' "
+            "AND node = ? AND key LIKE 'run:%' ORDER BY t0, t1",
+            [pipeline, stage],
+        )
+        return [decode(t0, t1) for t0, t1 in rows]
+
+    def stale(self, pipeline: str) -> list[tuple[str, Time]]:
+        """Runs ``(stage, time)`` whose current output read an input attempt that has since
+        been replaced: they must run again (a revision replaced what they read)."""
+        rows = self._query(
+            """
+            SELECT DISTINCT r.stage, r.t0, r.t1 FROM reads r
+            JOIN messages o ON o.pipeline = r.pipeline AND o.stage = r.stage
+                AND o.attempt = r.attempt AND o.current
+            JOIN messages i ON i.pipeline = r.pipeline AND i.stage = r.input_stage
+                AND i.port = r.input_port AND i.t0 = r.input_t0 AND i.t1 = r.input_t1
+                AND i.attempt = r.input_attempt AND NOT i.current
+            WHERE r.pipeline = ?
+            ORDER BY r.t0, r.t1, r.stage
+            """,
+            [pipeline],
+        )
+        return [(stage, decode(t0, t1)) for stage, t0, t1 in rows]
+
     def latest_message(self, pipeline: str, stage: str, port: int) -> MessageRecord | None:
         """The most recently committed current message of ``(stage, port)`` with data."""
         rows = self._query(
@@ -719,6 +755,9 @@ class Ledger:
             for location, t, _ in tracker.pointstamps():
                 if isinstance(location, Target):
                     pending.setdefault(location.node, set()).add(t)
+            stale: dict[str, list[Time]] = {}
+            for node, t in self.stale(pipeline):
+                stale.setdefault(node, []).append(t)
             workers: dict[str, list[tuple[int, Time | None]]] = {}
             for node, w, t0, t1 in con.execute(
                 "SELECT node, worker, t0, t1 FROM capabilities WHERE pipeline = ? ORDER BY ALL",
@@ -749,6 +788,7 @@ class Ledger:
                         tuple(run_now),
                         tuple(waiting),
                         holds,
+                        tuple(stale.get(name, ())),
                         tuple(workers.get(name, ())),
                     )
                 )

@@ -15,11 +15,13 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.dataflow import Pipeline
+from pipelines.runtime import Runtime
+from progress.ledger import Ledger
 
 ORDERS = T.StructType(
     [
@@ -54,12 +56,16 @@ def settle(df: DataFrame) -> DataFrame:
     return df.select("order_id", "amount")
 
 
-def shop(sink: Path, settle: Callable[[DataFrame], DataFrame] = settle) -> Pipeline:
+def shop(
+    sink: Path, settle: Callable[[DataFrame], DataFrame] = settle, threshold: float = 0
+) -> Pipeline:
     p = Pipeline("shop")
     orders = p.source("orders", schema=ORDERS, workers=2, key=["order_id"])
     refunds = p.source("refunds", schema=ORDERS, workers=1, key=["order_id"])
     customers = p.source("customers", schema=CUSTOMERS, workers=1, key=["customer"])
-    valid = p.transform("valid_orders", orders, fn=lambda df: df.where(F.col("amount") > 0))
+    valid = p.transform(
+        "valid_orders", orders, fn=lambda df: df.where(F.col("amount") > float(threshold))
+    )
     negated = p.transform(
         "refunds_negated", refunds, fn=lambda df: df.withColumn("amount", -F.col("amount"))
     )
@@ -97,7 +103,42 @@ def write_inputs(
     return path
 
 
-def oracle(files: dict[str, dict[int, list[Path]]], epoch: int) -> dict[str, list[tuple[Any, ...]]]:
+WORKERS = {"orders": 2, "refunds": 1, "customers": 1}
+
+
+class Shop:
+    """Drives the shop pipeline and remembers which raw file went to which epoch."""
+
+    def __init__(self, tmp_path: Path, spark: SparkSession) -> None:
+        self.ledger = Ledger(tmp_path / "ledger.duckdb")
+        self.sink = tmp_path / "export"
+        self.rt = Runtime(shop(self.sink), self.ledger, spark, tmp_path / "data")
+        self.raw = tmp_path / "raw"
+        self.files: dict[str, dict[int, list[Path]]] = {}
+
+    def send(self, source: str, worker: int, epoch: int, part: int = 0) -> None:
+        handle = self.rt.input(source, worker)
+        assert handle.epoch == epoch
+        path = write_inputs(self.raw, source, worker, epoch, seed=7, part=part)
+        handle.send(path)
+        self.files.setdefault(source, {}).setdefault(epoch, []).append(path)
+
+    def run_epochs(self, epochs: int) -> None:
+        """Every worker sends and advances through ``epochs`` epochs, closes, and all runs."""
+        for epoch in range(epochs):
+            for source, workers in WORKERS.items():
+                for w in range(workers):
+                    self.send(source, w, epoch)
+                    self.rt.input(source, w).advance_to(epoch + 1)
+        for source, workers in WORKERS.items():
+            for w in range(workers):
+                self.rt.input(source, w).close()
+        self.rt.run()
+
+
+def oracle(
+    files: dict[str, dict[int, list[Path]]], epoch: int, threshold: float = 0
+) -> dict[str, list[tuple[Any, ...]]]:
     """Every stage's expected output at ``epoch``, in plain DuckDB SQL over the raw files."""
     con = duckdb.connect()
 
@@ -118,12 +159,12 @@ def oracle(files: dict[str, dict[int, list[Path]]], epoch: int) -> dict[str, lis
         view(f"refunds{suffix}", "refunds", e, empty_orders)
         con.execute(
             f"""CREATE OR REPLACE VIEW movements{suffix} AS
-                SELECT * FROM orders{suffix} WHERE amount > 0
+                SELECT * FROM orders{suffix} WHERE amount > {float(threshold)}
                 UNION ALL SELECT order_id, customer, category, -amount FROM refunds{suffix}"""
         )
     view("customers", "customers", epoch, empty_customers)
     queries = {
-        "valid_orders": "SELECT * FROM orders WHERE amount > 0",
+        "valid_orders": f"SELECT * FROM orders WHERE amount > {float(threshold)}",
         "refunds_negated": "SELECT order_id, customer, category, -amount FROM refunds",
         "movements": "SELECT * FROM movements",
         "by_category": "SELECT category, sum(amount) FROM movements GROUP BY category",

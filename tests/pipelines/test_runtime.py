@@ -8,31 +8,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.errors import StageNotReadyError
-from pipelines.runtime import Runtime
-from progress.ledger import Ledger
-from tests.pipelines.shop import oracle, rows_of, shop, write_inputs
+from tests.pipelines.shop import WORKERS, Shop, oracle, rows_of
 
 pytestmark = pytest.mark.spark
-
-WORKERS = {"orders": 2, "refunds": 1, "customers": 1}
-
-
-class Shop:
-    """Drives the shop pipeline and remembers which raw file went to which epoch."""
-
-    def __init__(self, tmp_path: Path, spark: SparkSession) -> None:
-        self.ledger = Ledger(tmp_path / "ledger.duckdb")
-        self.sink = tmp_path / "export"
-        self.rt = Runtime(shop(self.sink), self.ledger, spark, tmp_path / "data")
-        self.raw = tmp_path / "raw"
-        self.files: dict[str, dict[int, list[Path]]] = {}
-
-    def send(self, source: str, worker: int, epoch: int, part: int = 0) -> None:
-        handle = self.rt.input(source, worker)
-        assert handle.epoch == epoch
-        path = write_inputs(self.raw, source, worker, epoch, seed=7, part=part)
-        handle.send(path)
-        self.files.setdefault(source, {}).setdefault(epoch, []).append(path)
 
 
 def test_every_stage_matches_the_oracle_with_late_data(tmp_path: Path, spark: SparkSession) -> None:
