@@ -108,6 +108,7 @@ class Runtime:
         """Run every ready ``(stage, epoch)`` in epoch order, then re-run stale outputs (those
         that read an attempt a revision has replaced), until nothing is left."""
         results: list[RunResult] = []
+        revised: set[tuple[str, Time]] = set()
         while True:
             ready = self.ready()
             if ready:
@@ -116,7 +117,14 @@ class Runtime:
                 stale = self.stale()
                 if not stale:
                     return results
+                if stale[0] in revised:
+                    stage, epoch = stale[0]
+                    raise PipelineError(
+                        f"stage {stage!r} epoch {epoch} is still stale after it was revised: "
+                        "its output reads an attempt that is not current"
+                    )
                 batch = self.revise(stale[0][0], [stale[0][1]])
+                revised.update((r.stage, r.epoch) for r in batch)
             results.extend(batch)
             if on_result is not None:
                 for result in batch:
@@ -225,6 +233,12 @@ class Runtime:
             return self.spark.read.parquet(*paths)
         return self.spark.createDataFrame([], self._schema_of(stage))
 
+    def _input(self, upstream: str, epoch: Time) -> tuple[list[MessageRef], list[str]]:
+        """The current messages of ``upstream`` at ``epoch``: references and data paths."""
+        messages = self.ledger.message(self.pipeline.name, upstream, 0, epoch)
+        refs = [MessageRef(upstream, 0, epoch, m.attempt) for m in messages]
+        return refs, [m.path for m in messages if m.path]
+
     def _schema_of(self, stage: str) -> StructType:
         spec = self.pipeline.stage(stage)
         if spec.schema is not None:
@@ -241,9 +255,8 @@ class Runtime:
         inputs: list[DataFrame] = []
         reads: list[MessageRef] = []
         for upstream in stage.inputs:
-            messages = self.ledger.message(self.pipeline.name, upstream, 0, epoch)
-            reads.extend(MessageRef(upstream, 0, epoch, m.attempt) for m in messages)
-            paths = [m.path for m in messages if m.path]
+            refs, paths = self._input(upstream, epoch)
+            reads.extend(refs)
             if paths:
                 inputs.append(self.spark.read.parquet(*paths))
             else:
