@@ -231,19 +231,20 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"epochgate {_version()}")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
+    connection = argparse.ArgumentParser(add_help=False)
+    connection.add_argument(
         "--ledger",
         metavar="PATH",
         help=f"ledger file (default: ${LEDGER_ENV} or .epochgate/ledger.duckdb)",
     )
-    common.add_argument(
+    connection.add_argument(
         "--lock-timeout",
         type=float,
         default=60.0,
         metavar="SECONDS",
         help="how long to wait for another process holding the ledger (default 60)",
     )
+    common = argparse.ArgumentParser(add_help=False, parents=[connection])
     common.add_argument("--pipeline", metavar="NAME", help="only this pipeline")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -268,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("epoch", type=parse_time, help="an epoch, or EPOCH,ROUND")
     history.set_defaults(handler=cmd_history)
 
-    engine = argparse.ArgumentParser(add_help=False, parents=[common])
+    engine = argparse.ArgumentParser(add_help=False, parents=[connection])
     engine.add_argument(
         "--data", metavar="DIR", help="data directory (default: $EPOCHGATE_DATA or .epochgate/data)"
     )
@@ -279,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     engine.add_argument(
         "-p",
-        "--pipeline-def",
+        "--pipeline",
+        dest="pipeline_def",
         default="bank",
         metavar="PIPELINE",
         help="an example name or module:attribute (default: bank)",

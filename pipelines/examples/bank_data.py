@@ -137,10 +137,6 @@ ORACLE_SQL = {
 }
 
 
-def oracle(root: Path) -> Oracle:
-    return Oracle(root)
-
-
 class Oracle:
     """Each stage of ``bank`` at an epoch, computed in DuckDB from the raw input files."""
 

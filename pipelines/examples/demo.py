@@ -96,7 +96,7 @@ def run_demo(
 
     echo("\nchecking every stage at every epoch against DuckDB SQL over the raw inputs")
     oracle = Oracle(data.root)
-    mismatches = tuple(_verify(rt, oracle, epochs))
+    mismatches = tuple(verify_outputs(rt, oracle, epochs))
     summary = DemoSummary(epochs, oracle.input_rows(), len(runs), seconds, mismatches)
     for line in mismatches:
         echo(f"  MISMATCH {line}")
@@ -117,7 +117,8 @@ def _send(rt: Runtime, data: DemoData, source: str, worker: int, epoch: int, *, 
         rt.input(source, worker).send(path)
 
 
-def _verify(rt: Runtime, oracle: Oracle, epochs: int) -> list[str]:
+def verify_outputs(rt: Runtime, oracle: Oracle, epochs: int) -> list[str]:
+    """Every stage at every epoch compared with the oracle; one line per mismatch."""
     bad: list[str] = []
     for stage in ORACLE_SQL:
         for epoch in range(epochs):

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import main
+from pipelines.examples.bank import WORKERS
 from progress.ledger import Ledger, MessageEntry
 from tests.progress.ledger.scenario import bank_graph, run_epoch
 
@@ -85,3 +86,36 @@ def test_errors_are_one_line(
     assert "pipeline 'payroll' is not registered; registered: bank" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["ledger", "history", "validate", "x", "--ledger", str(held_ledger)])
+
+
+@pytest.mark.spark
+def test_send_advance_close_and_run_from_the_shell(
+    tmp_path: Path, spark: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = tmp_path / "inputs"
+    where = ["--ledger", str(tmp_path / "l.duckdb"), "--data", str(tmp_path / "data")]
+    assert (
+        main(
+            ["demo-data", "--epochs", "1", "--rows", "60", "--accounts", "5", "--out", str(inputs)]
+        )
+        == 0
+    )
+    for source, workers in WORKERS.items():
+        for w in range(workers):
+            folder = inputs / source / "epoch=0" / f"worker={w}"
+            files = sorted(folder.glob("*.parquet")) or [inputs / "accounts.parquet"]
+            for f in files:
+                assert main(["send", source, str(f), "--worker", str(w), *where]) == 0
+            assert main(["advance", source, "1", "--worker", str(w), *where]) == 0
+            assert main(["close", source, "--worker", str(w), *where]) == 0
+    assert main(["run", "-p", "bank", *where]) == 0
+    out = capsys.readouterr().out
+    assert "sent " in out
+    assert "card_payments worker 2 is closed" in out
+    assert "7 stage run(s)" in out
+    assert main(["status", "--json", "--ledger", str(tmp_path / "l.duckdb")]) == 0
+    rows = {r["stage"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["balances"]["done"] == [0]
+    assert rows["region_totals"]["done"] == [0]
+    assert main(["run", "-p", "nope", *where]) == 1
+    assert "unknown pipeline 'nope'" in capsys.readouterr().err

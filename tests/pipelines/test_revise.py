@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from pipelines.errors import PipelineError
 from pipelines.examples import bank
 from pipelines.examples.bank_data import Oracle
-from pipelines.examples.demo import _verify, run_demo
+from pipelines.examples.demo import run_demo, verify_outputs
 from pipelines.runtime import Runtime
 from progress.ledger import Ledger
 from state_store import KeyedState
@@ -72,7 +72,7 @@ def test_a_backfill_of_the_same_code_changes_nothing(
     assert ("balances", 1) in revised
     assert ("balances", 2) in revised  # stateful: recomputed from the revised epoch onward
     assert ("balances", 0) not in revised
-    mismatches = _verify(rt, Oracle(home / "inputs"), 3)
+    mismatches = verify_outputs(rt, Oracle(home / "inputs"), 3)
     if broken:
         assert any(m.startswith("balances") for m in mismatches), "double counting went unseen"
     else:
