@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.errors import InputValidationError
+from pipelines.file_inputs import check_file
 from pipelines.storage import new_attempt
 from progress import ClosedHandleError, Time
 from progress.ledger import CommitResult, MessageEntry
@@ -106,16 +107,19 @@ class SourceInput:
         if epoch is None:
             raise ClosedHandleError(self.source, self.worker, "send")
         file = None
+        assert self._stage.schema is not None
         if isinstance(data, str | Path):
             file = str(data)
             if not Path(file).exists():
                 raise InputValidationError(self.source, epoch, "no such file", file=file)
+            rows = check_file(self.source, epoch, Path(file), self._stage.schema, self._stage.key)
+            if rows is not None:
+                return self._commit_copy(Path(file), epoch, rows)
             try:
                 data = rt.spark.read.parquet(file)
             except Exception as err:
                 msg = f"cannot read Parquet: {first_line(err)}"
                 raise InputValidationError(self.source, epoch, msg, file=file) from err
-        assert self._stage.schema is not None
         try:
             frame = check_frame(
                 self.source, epoch, data, self._stage.schema, key=self._stage.key, file=file
@@ -134,6 +138,22 @@ class SourceInput:
             msg = f"cannot write the data: {first_line(err)}"
             raise InputValidationError(self.source, epoch, msg, file=file) from err
         rows, size = rt.store.stats(path)
+        message = MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
+        return rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
+
+    def _commit_copy(self, file: Path, epoch: Time, rows: int) -> CommitResult:
+        """Commit a checked file by copying its bytes into a fresh attempt directory."""
+        rt = self.runtime
+        attempt = new_attempt()
+        path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
+        try:
+            path.mkdir(parents=True)
+            shutil.copyfile(file, path / "part-00000.parquet")
+        except OSError as err:
+            shutil.rmtree(path, ignore_errors=True)
+            msg = f"cannot copy the file: {err}"
+            raise InputValidationError(self.source, epoch, msg, file=str(file)) from err
+        size = (path / "part-00000.parquet").stat().st_size
         message = MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
         return rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
 

@@ -99,3 +99,25 @@ def test_a_closed_worker_refuses_data(rt: Runtime, tmp_path: Path) -> None:
         rt.input("refunds", 0).send(tmp_path / "whatever.parquet")
     with pytest.raises(InputValidationError, match="no worker 5"):
         rt.input("orders", 5)
+
+
+def test_a_fitting_file_is_copied_and_another_order_is_rewritten(
+    rt: Runtime, tmp_path: Path
+) -> None:
+    fits = write(tmp_path / "fits.parquet", orders_table().cast(ARROW["orders"]))
+    rt.input("orders", 0).send(fits)
+    (message,) = rt.ledger.message("shop", "orders", 0, 0)
+    copied = Path(message.path) / "part-00000.parquet"
+    assert copied.read_bytes() == fits.read_bytes()
+    assert message.rows == 2
+    reordered = (
+        orders_table().cast(ARROW["orders"]).select(["amount", "order_id", "customer", "category"])
+    )
+    rt.input("orders", 1).send(write(tmp_path / "reordered.parquet", reordered))
+    got = sorted(
+        tuple(r)
+        for r in rt.spark.read.parquet(
+            *[m.path for m in rt.ledger.message("shop", "orders", 0, 0)]
+        ).collect()
+    )
+    assert got == sorted([(1, "ann", "toys", 1.0), (2, "bob", "food", 2.0)] * 2)

@@ -1,0 +1,74 @@
+"""Checking a Parquet file against a source's schema without Spark.
+
+A single file whose column types map plainly to Spark's is read whole with pyarrow (so a
+corrupt page is found now, not in a later stage) and checked for missing, extra and mistyped
+columns and null keys. When it fits and its columns are in the schema's order, the file can be
+copied byte for byte into the attempt directory. Anything this check cannot judge (a
+directory, a type it does not map, another column order) is left to Spark.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from pipelines.errors import InputValidationError
+from progress import Time
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+SPARK_TYPE_OF_ARROW = {
+    "int8": "tinyint",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "bigint",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "large_string": "string",
+    "bool": "boolean",
+    "binary": "binary",
+    "date32[day]": "date",
+}
+
+
+def check_file(
+    stage: str, epoch: Time, path: Path, schema: StructType, key: tuple[str, ...]
+) -> int | None:
+    """The file's row count if it fits ``schema`` and can be copied as is; ``None`` if Spark
+    must judge it. Raises ``InputValidationError`` naming the column when it does not fit."""
+    if not path.is_file():
+        return None
+    file = str(path)
+    try:
+        table = pq.read_table(path)
+    except Exception as err:
+        msg = f"cannot read Parquet: {str(err).strip().splitlines()[0][:300]}"
+        raise InputValidationError(stage, epoch, msg, file=file) from err
+    have = {f.name: SPARK_TYPE_OF_ARROW.get(str(f.type)) for f in table.schema}
+    if any(t is None for t in have.values()):
+        return None
+    for field in schema.fields:
+        if field.name not in have:
+            raise InputValidationError(stage, epoch, "missing column", file=file, column=field.name)
+        expected = field.dataType.simpleString()
+        if have[field.name] != expected:
+            raise InputValidationError(
+                stage,
+                epoch,
+                f"has type {have[field.name]}, expected {expected}",
+                file=file,
+                column=field.name,
+            )
+    extra = [name for name in have if name not in schema.fieldNames()]
+    if extra:
+        raise InputValidationError(stage, epoch, "unexpected column", file=file, column=extra[0])
+    for column in key:
+        if table.column(column).null_count:
+            raise InputValidationError(stage, epoch, "null key", file=file, column=column)
+    if table.schema.names != schema.fieldNames():
+        return None
+    return int(table.num_rows)
