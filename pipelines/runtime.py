@@ -141,15 +141,17 @@ class Runtime:
         """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
         p = self.pipeline.name
         stage = self._runnable(stage_name)
-        if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
-            return RunResult(stage_name, epoch, "done-already")
-        tracker = self.ledger.tracker(p)
-        if not tracker.ready(stage_name, epoch):
-            holds = self.ledger.blockers(p, stage_name, epoch)
-            raise StageNotReadyError(stage_name, epoch, [h.text for h in holds])
-        batch = tracker.stage_batch(stage_name, epoch)
-        if not batch:
-            raise StageNotReadyError(stage_name, epoch, ["no input message arrives at this epoch"])
+        with self.ledger.session():  # one connection for every question before the work
+            if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
+                return RunResult(stage_name, epoch, "done-already")
+            tracker = self.ledger.tracker(p)
+            if not tracker.ready(stage_name, epoch):
+                holds = self.ledger.blockers(p, stage_name, epoch)
+                raise StageNotReadyError(stage_name, epoch, [h.text for h in holds])
+            batch = tracker.stage_batch(stage_name, epoch)
+            if not batch:
+                why = ["no input message arrives at this epoch"]
+                raise StageNotReadyError(stage_name, epoch, why)
         return self._execute(stage, epoch, batch=batch, revision=False)
 
     def revise(self, stage_name: str, epochs: Sequence[Time]) -> list[RunResult]:
@@ -185,14 +187,22 @@ class Runtime:
     def _execute(
         self, stage: Stage, epoch: Time, *, batch: list[Update], revision: bool
     ) -> RunResult:
+        """Run one epoch of a stage: record the start and resolve its inputs in one ledger
+        session, do the Spark work holding no ledger lock, then commit in another session."""
         p = self.pipeline.name
         started = time.perf_counter()
         attempt = new_attempt()
-        run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        with self.ledger.session():
+            run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+            inputs = [self._input(upstream, epoch) for upstream in stage.inputs]
+            empty = [
+                None if paths else self._schema_of(u)
+                for u, (_, paths) in zip(stage.inputs, inputs, strict=True)
+            ]
         scratch = self.store.attempt_dir(p, stage.name, 0, epoch, f"{attempt}.scratch")
         try:
             try:
-                output, reads = self._compute(stage, epoch, scratch)
+                output, reads = self._compute(stage, inputs, empty, scratch)
                 path, rows, size = self._write(stage, epoch, attempt, output)
                 if stage.kind == "stateful":
                     assert isinstance(epoch, int)
@@ -209,6 +219,25 @@ class Runtime:
             stage.name, 0, out_time, attempt, str(path), rows, size, revision, epoch, reads
         )
         key = f"revise:{stage.name}:{epoch}:{attempt}" if revision else run_key(stage.name, epoch)
+        with self.ledger.session():  # the commit and the run record in one connection
+            return self._finish(
+                stage, epoch, batch=batch, key=key, message=message, run_id=run_id, started=started
+            )
+
+    def _finish(
+        self,
+        stage: Stage,
+        epoch: Time,
+        *,
+        batch: list[Update],
+        key: str,
+        message: MessageEntry,
+        run_id: str,
+        started: float,
+    ) -> RunResult:
+        p = self.pipeline.name
+        attempt, path = message.attempt, Path(str(message.path))
+        revision = message.replaces
         result = self.ledger.commit(
             p, batch, key=key, messages=[message], origin=Origin.stage(stage.name, epoch)
         )
@@ -223,7 +252,7 @@ class Runtime:
         self.ledger.finish_run(run_id, "succeeded", batch_id=result.batch_id)
         status = "revised" if revision else "succeeded"
         seconds = time.perf_counter() - started
-        return RunResult(stage.name, epoch, status, attempt, rows, seconds)
+        return RunResult(stage.name, epoch, status, attempt, message.rows, seconds)
 
     def read(self, stage: str, epoch: Time) -> DataFrame:
         """The committed output of ``stage`` at ``epoch`` (all current messages)."""
@@ -249,18 +278,22 @@ class Runtime:
         return self.spark.read.parquet(latest.path).schema
 
     def _compute(
-        self, stage: Stage, epoch: Time, scratch: Path
+        self,
+        stage: Stage,
+        resolved: list[tuple[list[MessageRef], list[str]]],
+        empty: list[StructType | None],
+        scratch: Path,
     ) -> tuple[DataFrame, tuple[MessageRef, ...]]:
-        """The stage's output for ``epoch`` and the input messages it read."""
+        """The stage's output from its resolved input messages, and the messages it read."""
         inputs: list[DataFrame] = []
         reads: list[MessageRef] = []
-        for upstream in stage.inputs:
-            refs, paths = self._input(upstream, epoch)
+        for (refs, paths), schema in zip(resolved, empty, strict=True):
             reads.extend(refs)
             if paths:
                 inputs.append(self.spark.read.parquet(*paths))
             else:
-                inputs.append(self.spark.createDataFrame([], self._schema_of(upstream)))
+                assert schema is not None
+                inputs.append(self.spark.createDataFrame([], schema))
         if stage.kind == "stateful":
             out = self._carry(stage, inputs[0], scratch)
         else:
@@ -268,11 +301,7 @@ class Runtime:
         from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect frames
 
         if not isinstance(out, AnyFrame):
-            raise StageFailedError(
-                stage.name,
-                epoch,
-                f"the stage function returned {type(out).__name__}, not a DataFrame",
-            )
+            raise TypeError(f"the stage function returned {type(out).__name__}, not a DataFrame")
         return out, tuple(reads)
 
     def _carry(self, stage: Stage, batch: DataFrame, scratch: Path) -> DataFrame:

@@ -27,7 +27,8 @@ def crawl(n: int) -> int:
 
 
 def slow_double(df: DataFrame) -> DataFrame:
-    return df.select(F.udf(crawl, T.LongType())("n").alias("n")).repartition(4)
+    # The slow UDF runs after the shuffle, in the stage that writes: the kill lands mid-write.
+    return df.repartition(4).select(F.udf(crawl, T.LongType())("n").alias("n"))
 
 
 def pipeline() -> Pipeline:
