@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 
 from pipelines.errors import InputValidationError
+from pipelines.schema_check import check_columns
 from progress import Time
 
 if TYPE_CHECKING:
@@ -48,24 +49,11 @@ def check_file(
     except Exception as err:
         msg = f"cannot read Parquet: {str(err).strip().splitlines()[0][:300]}"
         raise InputValidationError(stage, epoch, msg, file=file) from err
-    have = {f.name: SPARK_TYPE_OF_ARROW.get(str(f.type)) for f in table.schema}
-    if any(t is None for t in have.values()):
+    mapped = {f.name: SPARK_TYPE_OF_ARROW.get(str(f.type)) for f in table.schema}
+    have = {name: t for name, t in mapped.items() if t is not None}
+    if len(have) != len(mapped):
         return None
-    for field in schema.fields:
-        if field.name not in have:
-            raise InputValidationError(stage, epoch, "missing column", file=file, column=field.name)
-        expected = field.dataType.simpleString()
-        if have[field.name] != expected:
-            raise InputValidationError(
-                stage,
-                epoch,
-                f"has type {have[field.name]}, expected {expected}",
-                file=file,
-                column=field.name,
-            )
-    extra = [name for name in have if name not in schema.fieldNames()]
-    if extra:
-        raise InputValidationError(stage, epoch, "unexpected column", file=file, column=extra[0])
+    check_columns(stage, epoch, have, schema, file)
     for column in key:
         if table.column(column).null_count:
             raise InputValidationError(stage, epoch, "null key", file=file, column=column)

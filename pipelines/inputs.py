@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.errors import InputValidationError
 from pipelines.file_inputs import check_file
+from pipelines.schema_check import check_columns
 from pipelines.storage import new_attempt
 from progress import ClosedHandleError, Time
 from progress.ledger import CommitResult, MessageEntry
@@ -55,22 +56,8 @@ def check_frame(
     """Return ``df`` with the schema's columns in order, or raise naming what does not fit."""
     from pyspark.sql import functions as F
 
-    have = {f.name: f.dataType for f in df.schema.fields}
-    for field in schema.fields:
-        if field.name not in have:
-            raise InputValidationError(stage, epoch, "missing column", file=file, column=field.name)
-        if have[field.name] != field.dataType:
-            raise InputValidationError(
-                stage,
-                epoch,
-                f"has type {have[field.name].simpleString()}, expected "
-                f"{field.dataType.simpleString()}",
-                file=file,
-                column=field.name,
-            )
-    extra = [name for name in have if name not in schema.fieldNames()]
-    if extra:
-        raise InputValidationError(stage, epoch, "unexpected column", file=file, column=extra[0])
+    have = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    check_columns(stage, epoch, have, schema, file)
     if key:
         null = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in key])
         found = df.where(null).select(*key).limit(1).collect()

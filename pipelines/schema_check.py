@@ -1,0 +1,34 @@
+"""Whether a set of columns fits a source's schema: names and Spark type names, nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from pipelines.errors import InputValidationError
+from progress import Time
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+
+def check_columns(
+    stage: str, epoch: Time, have: Mapping[str, str], schema: StructType, file: str | None
+) -> None:
+    """Raise ``InputValidationError`` naming the first missing, mistyped or unexpected column.
+    ``have`` maps each column present to its Spark type name (``bigint``, ``string``...)."""
+    for field in schema.fields:
+        if field.name not in have:
+            raise InputValidationError(stage, epoch, "missing column", file=file, column=field.name)
+        expected = field.dataType.simpleString()
+        if have[field.name] != expected:
+            raise InputValidationError(
+                stage,
+                epoch,
+                f"has type {have[field.name]}, expected {expected}",
+                file=file,
+                column=field.name,
+            )
+    extra = [name for name in have if name not in schema.fieldNames()]
+    if extra:
+        raise InputValidationError(stage, epoch, "unexpected column", file=file, column=extra[0])
