@@ -73,8 +73,7 @@ class Runtime:
         self.store = DataStore(data_root)
         self.graph = pipeline.graph()
         ledger.register(pipeline.name, self.graph, from_start=from_start)
-        order = {loc.node: i for i, loc in reversed(list(enumerate(self.graph.locations)))}
-        self._order = order
+        self._order = self.graph.depths()
 
     def input(self, source: str, worker: int = 0) -> SourceInput:
         """The handle of one worker of a source."""
@@ -95,7 +94,7 @@ class Runtime:
     # -- what can run --------------------------------------------------------------------------
 
     def pending(self, tracker: Tracker | None = None) -> list[tuple[str, Time]]:
-        """Every ``(stage, epoch)`` with messages waiting, ready ones first, in epoch order."""
+        """Every ``(stage, epoch)`` with messages waiting, in epoch order, upstream first."""
         tracker = tracker or self.ledger.tracker(self.pipeline.name)
         waiting = {(loc.node, t) for loc, t, _ in tracker.pointstamps() if isinstance(loc, Target)}
         return sorted(waiting, key=lambda item: (item[1], self._order[item[0]]))

@@ -201,6 +201,25 @@ class Graph:
         """Every location index with a path to location ``end``, with the minimal summaries."""
         return [(i, r[end]) for i, r in enumerate(self._reach) if end in r]
 
+    def depths(self) -> dict[str, int]:
+        """Each node's distance from the inputs along edges (edges closing a cycle ignored):
+        the order in which stages are listed and run within one epoch."""
+        upstream: dict[str, set[str]] = {name: set() for name in self.nodes}
+        for source, targets in self.edges.items():
+            for target in targets:
+                upstream[target.node].add(source.node)
+        depth: dict[str, int] = {}
+
+        def visit(node: str, path: frozenset[str]) -> int:
+            if node not in depth:
+                ups = [u for u in upstream[node] if u not in path]
+                depth[node] = 1 + max((visit(u, path | {node}) for u in ups), default=-1)
+            return depth[node]
+
+        for name in self.nodes:
+            visit(name, frozenset())
+        return depth
+
     def node(self, name: str) -> NodeSpec:
         spec = self.nodes.get(name)
         if spec is None:

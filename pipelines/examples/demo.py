@@ -71,9 +71,9 @@ def run_demo(
             for w in range(workers):
                 if (source, w) == HELD and epoch >= data.late_epoch:
                     if epoch == data.late_epoch:
-                        _send(rt, data, source, w, epoch, late=False)
+                        _send(rt, data, source, w, epoch, first_only=True)
                     continue  # holds the late epoch open: the rest of its data waits
-                _send(rt, data, source, w, epoch, late=True)
+                _send(rt, data, source, w, epoch)
                 rt.input(source, w).advance_to(epoch + 1)
         rt.run(progress)
 
@@ -86,7 +86,7 @@ def run_demo(
         if epoch == data.late_epoch:
             rt.input(source, w).send(data.files(source, epoch, w)[-1])
         else:
-            _send(rt, data, source, w, epoch, late=True)
+            _send(rt, data, source, w, epoch)
         rt.input(source, w).advance_to(epoch + 1)
     for src, workers in bank.WORKERS.items():
         for worker in range(workers):
@@ -111,9 +111,11 @@ def run_demo(
     return summary
 
 
-def _send(rt: Runtime, data: DemoData, source: str, worker: int, epoch: int, *, late: bool) -> None:
+def _send(
+    rt: Runtime, data: DemoData, source: str, worker: int, epoch: int, *, first_only: bool = False
+) -> None:
     files = data.files(source, epoch, worker)
-    for path in files if late else files[:1]:
+    for path in files[:1] if first_only else files:
         rt.input(source, worker).send(path)
 
 

@@ -765,7 +765,7 @@ class Ledger:
             ).fetchall():
                 workers.setdefault(node, []).append((w, None if t0 is None else decode(t0, t1)))
             out: list[StageStatus] = []
-            order = _depths(graph)
+            order = graph.depths()
             for name, spec in sorted(graph.nodes.items(), key=lambda kv: (order[kv[0]], kv[0])):
                 frontier: set[Time] = set()
                 for target in spec.targets():
@@ -840,26 +840,6 @@ class Ledger:
             ),
             tuple(PartialBatch(b, e, f) for b, e, f in partial),
         )
-
-
-def _depths(graph: Graph) -> dict[str, int]:
-    """Each node's distance from the inputs along edges (feedback edges ignored): the order in
-    which stages are listed."""
-    upstream: dict[str, set[str]] = {name: set() for name in graph.nodes}
-    for source, targets in graph.edges.items():
-        for target in targets:
-            upstream[target.node].add(source.node)
-    depth: dict[str, int] = {}
-
-    def visit(node: str, path: frozenset[str]) -> int:
-        if node not in depth:
-            ups = [u for u in upstream[node] if u not in path]
-            depth[node] = 1 + max((visit(u, path | {node}) for u in ups), default=-1)
-        return depth[node]
-
-    for name in graph.nodes:
-        visit(name, frozenset())
-    return depth
 
 
 def _alive(pid: int | None) -> bool:
