@@ -99,10 +99,8 @@ def test_bad_node_settings_are_refused() -> None:
 def test_depths_order_nodes_from_the_inputs_and_ignore_closing_edges() -> None:
     b = GraphBuilder()
     b.add_node("src", inputs=0, outputs=1)
-    b.add_node(
-        "a", inputs=2, outputs=1, workers=0, summaries={(0, 0): [Delay(0)], (1, 0): [Delay(1)]}
-    )
-    b.add_node("b", inputs=1, outputs=1, workers=0)
+    b.add_node("a", inputs=2, outputs=1, workers=0)
+    b.add_node("b", inputs=1, outputs=1, workers=0, summaries={(0, 0): [Delay(1)]})
     b.add_edge(Source("src"), Target("a", 0))
     b.add_edge(Source("a"), Target("b"))
     b.add_edge(Source("b"), Target("a", 1))  # feedback, one epoch later
