@@ -202,22 +202,45 @@ class Graph:
         return [(i, r[end]) for i, r in enumerate(self._reach) if end in r]
 
     def depths(self) -> dict[str, int]:
-        """Each node's distance from the inputs along edges (edges closing a cycle ignored):
-        the order in which stages are listed and run within one epoch."""
-        upstream: dict[str, set[str]] = {name: set() for name in self.nodes}
+        """Each node's longest distance from the inputs, ignoring the edges that close a cycle
+        (found by a depth-first walk from the inputs): the order stages are listed and run in.
+        """
+        downstream: dict[str, set[str]] = {name: set() for name in self.nodes}
         for source, targets in self.edges.items():
             for target in targets:
-                upstream[target.node].add(source.node)
-        depth: dict[str, int] = {}
+                downstream[source.node].add(target.node)
+        closing: set[tuple[str, str]] = set()
+        state: dict[str, bool] = {}  # False while on the walk's path, True when finished
 
-        def visit(node: str, path: frozenset[str]) -> int:
-            if node not in depth:
-                ups = [u for u in upstream[node] if u not in path]
-                depth[node] = 1 + max((visit(u, path | {node}) for u in ups), default=-1)
-            return depth[node]
+        def walk(node: str) -> None:
+            state[node] = False
+            for nxt in sorted(downstream[node]):
+                if nxt not in state:
+                    walk(nxt)
+                elif state[nxt] is False:
+                    closing.add((node, nxt))
+            state[node] = True
 
-        for name in self.nodes:
-            visit(name, frozenset())
+        inputs_first = sorted(self.nodes, key=lambda n: (self.nodes[n].inputs > 0, n))
+        for name in inputs_first:
+            if name not in state:
+                walk(name)
+        indegree = dict.fromkeys(self.nodes, 0)
+        for node, nexts in downstream.items():
+            for nxt in nexts:
+                if (node, nxt) not in closing:
+                    indegree[nxt] += 1
+        depth = dict.fromkeys(self.nodes, 0)
+        ready = [name for name, d in indegree.items() if d == 0]
+        while ready:
+            node = ready.pop()
+            for nxt in downstream[node]:
+                if (node, nxt) in closing:
+                    continue
+                depth[nxt] = max(depth[nxt], depth[node] + 1)
+                indegree[nxt] -= 1
+                if indegree[nxt] == 0:
+                    ready.append(nxt)
         return depth
 
     def node(self, name: str) -> NodeSpec:
