@@ -14,6 +14,7 @@ from pathlib import Path
 from pipelines import reports
 from pipelines.dataflow import Pipeline
 from pipelines.examples import registry
+from pipelines.iteration import describe_round
 from pipelines.runtime import Runtime
 from pipelines.settings import LEDGER_ENV, data_path, ledger_path
 from progress import EpochgateError, Product, Time
@@ -128,7 +129,13 @@ def runtime(args: argparse.Namespace) -> Runtime:
     ledger = Ledger(ledger_path(args.ledger), lock_timeout=args.lock_timeout)
     spark = spark_session(args.spark)
     spark.sparkContext.setLogLevel("ERROR")
-    return Runtime(pipeline, ledger, spark, data_path(args.data))
+    return Runtime(
+        pipeline,
+        ledger,
+        spark,
+        data_path(args.data),
+        on_round=lambda *progress: print(f"    {describe_round(*progress)}", flush=True),
+    )
 
 
 def registered_ledger(args: argparse.Namespace) -> tuple[Pipeline, Ledger]:

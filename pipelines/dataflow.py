@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 
 Transform = Callable[["DataFrame"], "DataFrame"]
 StateUpdate = Callable[["DataFrame", "DataFrame"], "DataFrame"]
+RoundStep = Callable[["DataFrame", "DataFrame"], "DataFrame"]
 
-KINDS = ("source", "transform", "union", "join", "stateful", "feedback", "sink")
+KINDS = ("source", "transform", "union", "join", "stateful", "iterate", "feedback", "sink")
+DEFAULT_MAX_ROUNDS = 100
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,31 @@ class Pipeline:
             raise PipelineDefinitionError(self.name, name, f"key columns {missing} not in schema")
         inputs = (self._input(name, input),)
         return self._add(Stage(name, "stateful", inputs, update, key=tuple(key), schema=schema))
+
+    def iterate(
+        self,
+        name: str,
+        input: Stream | str,
+        *,
+        init: Transform,
+        step: RoundStep,
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+    ) -> Stream:
+        """Rounds of Spark jobs to a fixed point inside each epoch (e.g. label propagation).
+
+        ``init(batch)`` gives round 0's state from the epoch's input; ``step(state, batch)``
+        gives the next round's state with the same columns. When a round leaves the state
+        unchanged (the same rows), the state is the stage's output for the epoch. Each round
+        is committed to the ledger at ``Product(epoch, round)``, so status shows the round and
+        a killed run resumes from its last committed round. ``step`` must be deterministic."""
+        if type(max_rounds) is not int or max_rounds < 1:
+            raise PipelineDefinitionError(self.name, name, "max_rounds must be at least 1")
+        for what, fn in (("init", init), ("step", step)):
+            if not callable(fn):
+                raise PipelineDefinitionError(self.name, name, f"{what} must be a function")
+        options = {"init": init, "max_rounds": max_rounds}
+        inputs = (self._input(name, input),)
+        return self._add(Stage(name, "iterate", inputs, step, options=options))
 
     def feedback(self, name: str, *, delay: int) -> Stream:
         """A stream that carries a later stage's output back, ``delay`` epochs later. Connect

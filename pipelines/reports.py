@@ -69,6 +69,10 @@ def status_table(statuses: Sequence[StageStatus]) -> str:
                 "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
             )
         for s in rows:
+            for t in s.rounds:
+                assert isinstance(t, Product)
+                how = "running" if t.outer in s.running else "a new run resumes there"
+                lines.append(f"  {s.stage} epoch {t.outer} is at round {t.inner} ({how})")
             if s.holds:
                 lines.append(f"  {s.stage} {describe_time(s.waiting[0])} is not ready:")
                 lines.extend(f"    - {h.text}" for h in s.holds)
@@ -89,6 +93,7 @@ def status_json(statuses: Sequence[StageStatus]) -> list[dict[str, Any]]:
             "stale": [encode_time(t) for t in s.stale],
             "blockers": [h.text for h in s.holds],
             "workers": {str(w): None if t is None else encode_time(t) for w, t in s.workers},
+            "rounds": [encode_time(t) for t in s.rounds],
         }
         for s in statuses
     ]

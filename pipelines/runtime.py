@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any
 from pipelines.dataflow import Pipeline, Stage
 from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError
 from pipelines.inputs import SourceInput, first_line
+from pipelines.iteration import FixedPoint, RoundCallback, Rounds, pending_paths, scope_graph
 from pipelines.storage import DataStore, new_attempt
 from progress import Target, Time, Tracker, Update, less_equal
-from progress.ledger import Ledger, MessageEntry, MessageRef, Origin
+from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, scope_name
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -41,12 +42,18 @@ class RunResult:
     attempt: str | None = None
     rows: int = 0
     seconds: float = 0.0
+    rounds: int = 0
+    """For an iterative stage: the rounds this run computed."""
 
     def describe(self) -> str:
         if self.status not in ("succeeded", "revised"):
             return f"{self.stage} epoch {self.epoch}: {self.status}"
         what = "revised, " if self.status == "revised" else ""
-        return f"{self.stage} epoch {self.epoch}: {what}{self.rows} rows in {self.seconds:.2f}s"
+        rounds = f" ({self.rounds} rounds)" if self.rounds else ""
+        return (
+            f"{self.stage} epoch {self.epoch}: {what}{self.rows} rows in {self.seconds:.2f}s"
+            f"{rounds}"
+        )
 
 
 def run_key(stage: str, epoch: Time) -> str:
@@ -65,14 +72,19 @@ class Runtime:
         *,
         from_start: bool = False,
         state: KeyedState | None = None,
+        on_round: RoundCallback | None = None,
     ) -> None:
         self.pipeline = pipeline
+        self.on_round = on_round
         self.ledger = ledger
         self.state = state or KeyedState(ledger.path.with_name("state.duckdb"))
         self.spark = spark
         self.store = DataStore(data_root)
         self.graph = pipeline.graph()
         ledger.register(pipeline.name, self.graph, from_start=from_start)
+        for stage in pipeline.stages.values():
+            if stage.kind == "iterate":
+                ledger.register(scope_name(pipeline.name, stage.name), scope_graph())
         self._order = self.graph.depths()
 
     def input(self, source: str, worker: int = 0) -> SourceInput:
@@ -84,6 +96,9 @@ class Runtime:
         live = self.ledger.live_paths(self.pipeline.name)
         running = {p for p in live if p.startswith("attempt=")}
         keep = [p for p in live if not p.startswith("attempt=")]
+        for stage in self.pipeline.stages.values():
+            if stage.kind == "iterate":
+                keep += pending_paths(self.ledger, self.pipeline.name, stage.name)
         keep += [
             str(d)
             for d in (self.store.root / self.pipeline.name).glob("*/port=*/epoch=*/**/attempt=*")
@@ -199,10 +214,30 @@ class Runtime:
                 for u, (_, paths) in zip(stage.inputs, inputs, strict=True)
             ]
         scratch = self.store.attempt_dir(p, stage.name, 0, epoch, f"{attempt}.scratch")
+        fixed: FixedPoint | None = None
         try:
             try:
-                output, reads = self._compute(stage, inputs, empty, scratch)
-                path, rows, size = self._write(stage, epoch, attempt, output)
+                if stage.kind == "iterate":
+                    assert isinstance(epoch, int)
+                    frames, reads = self._frames(inputs, empty)
+                    rounds = Rounds(
+                        self.ledger,
+                        self.store,
+                        self.spark,
+                        pipeline=p,
+                        stage=stage,
+                        epoch=epoch,
+                        checkpoint=not revision,
+                        on_round=self.on_round,
+                    )
+                    fixed = rounds.run(
+                        frames[0], self.store.attempt_dir(p, stage.name, 0, epoch, attempt)
+                    )
+                    path = fixed.path
+                    rows, size = self.store.stats(path)
+                else:
+                    output, reads = self._compute(stage, inputs, empty, scratch)
+                    path, rows, size = self._write(stage, epoch, attempt, output)
                 if stage.kind == "stateful":
                     assert isinstance(epoch, int)
                     self.state.stage(p, stage.name, epoch, attempt, f"{path}/*.parquet")
@@ -220,7 +255,14 @@ class Runtime:
         key = f"revise:{stage.name}:{epoch}:{attempt}" if revision else run_key(stage.name, epoch)
         with self.ledger.session():  # the commit and the run record in one connection
             return self._finish(
-                stage, epoch, batch=batch, key=key, message=message, run_id=run_id, started=started
+                stage,
+                epoch,
+                batch=batch,
+                key=key,
+                message=message,
+                run_id=run_id,
+                started=started,
+                fixed=fixed,
             )
 
     def _finish(
@@ -233,13 +275,17 @@ class Runtime:
         message: MessageEntry,
         run_id: str,
         started: float,
+        fixed: FixedPoint | None = None,
     ) -> RunResult:
         p = self.pipeline.name
         attempt, path = message.attempt, Path(str(message.path))
         revision = message.replaces
-        result = self.ledger.commit(
-            p, batch, key=key, messages=[message], origin=Origin.stage(stage.name, epoch)
-        )
+        with self.ledger.atomic():  # an iterative stage's last round ends with its epoch
+            if fixed is not None:
+                fixed.leave(self.ledger)
+            result = self.ledger.commit(
+                p, batch, key=key, messages=[message], origin=Origin.stage(stage.name, epoch)
+            )
         if result.repeated:  # another process committed this run first: ours is not seen
             shutil.rmtree(path, ignore_errors=True)
             if stage.kind == "stateful":
@@ -251,7 +297,8 @@ class Runtime:
         self.ledger.finish_run(run_id, "succeeded", batch_id=result.batch_id)
         status = "revised" if revision else "succeeded"
         seconds = time.perf_counter() - started
-        return RunResult(stage.name, epoch, status, attempt, message.rows, seconds)
+        rounds = fixed.rounds if fixed is not None else 0
+        return RunResult(stage.name, epoch, status, attempt, message.rows, seconds, rounds)
 
     def read(self, stage: str, epoch: Time) -> DataFrame:
         """The committed output of ``stage`` at ``epoch`` (all current messages)."""
@@ -284,6 +331,21 @@ class Runtime:
         scratch: Path,
     ) -> tuple[DataFrame, tuple[MessageRef, ...]]:
         """The stage's output from its resolved input messages, and the messages it read."""
+        inputs, reads = self._frames(resolved, empty)
+        if stage.kind == "stateful":
+            out = self._carry(stage, inputs[0], scratch)
+        else:
+            out = _KINDS[stage.kind](stage, inputs)
+        from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect frames
+
+        if not isinstance(out, AnyFrame):
+            raise TypeError(f"the stage function returned {type(out).__name__}, not a DataFrame")
+        return out, reads
+
+    def _frames(
+        self, resolved: list[tuple[list[MessageRef], list[str]]], empty: list[StructType | None]
+    ) -> tuple[list[DataFrame], tuple[MessageRef, ...]]:
+        """One DataFrame per input from its resolved messages, and the messages read."""
         inputs: list[DataFrame] = []
         reads: list[MessageRef] = []
         for (refs, paths), schema in zip(resolved, empty, strict=True):
@@ -293,15 +355,7 @@ class Runtime:
             else:
                 assert schema is not None
                 inputs.append(self.spark.createDataFrame([], schema))
-        if stage.kind == "stateful":
-            out = self._carry(stage, inputs[0], scratch)
-        else:
-            out = _KINDS[stage.kind](stage, inputs)
-        from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect frames
-
-        if not isinstance(out, AnyFrame):
-            raise TypeError(f"the stage function returned {type(out).__name__}, not a DataFrame")
-        return out, tuple(reads)
+        return inputs, tuple(reads)
 
     def _carry(self, stage: Stage, batch: DataFrame, scratch: Path) -> DataFrame:
         """A stateful stage's epoch: the state of the keys in ``batch``, updated by its function.

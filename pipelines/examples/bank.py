@@ -1,5 +1,6 @@
 """The ``bank`` example: card payments and wire transfers through validation, a union, running
-balances per account (stateful), totals per merchant category, and a join with accounts.
+balances per account (stateful), totals per merchant category, a join with accounts, and rings
+of accounts linked by large transfers (an iterative stage: label propagation to a fixed point).
 
 Sources: ``card_payments`` (3 workers), ``wire_transfers`` (2 workers), ``accounts`` (the
 accounts dimension, re-sent each epoch). Amounts are integer cents, so every sum is exact.
@@ -44,6 +45,8 @@ BALANCES = T.StructType(
     ]
 )
 WORKERS = {"card_payments": 3, "wire_transfers": 2, "accounts": 1}
+RING_MIN_CENTS = 190_000
+"""A transfer at least this large links its two accounts into one ring."""
 
 
 def validate_cards(df: DataFrame) -> DataFrame:
@@ -98,6 +101,33 @@ def update_balances(batch: DataFrame, state: DataFrame) -> DataFrame:
     )
 
 
+def _links(wires: DataFrame) -> DataFrame:
+    """Both directions of every large transfer between two accounts: ``(a, b)``."""
+    large = wires.where(
+        (F.col("amount_cents") >= RING_MIN_CENTS) & (F.col("from_account") != F.col("to_account"))
+    )
+    forth = large.select(F.col("from_account").alias("a"), F.col("to_account").alias("b"))
+    back = large.select(F.col("to_account").alias("a"), F.col("from_account").alias("b"))
+    return forth.unionByName(back)
+
+
+def ring_start(wires: DataFrame) -> DataFrame:
+    """Round 0: every linked account is its own ring."""
+    linked = _links(wires).select(F.col("a").alias("account_id")).distinct()
+    return linked.select("account_id", F.col("account_id").alias("ring_id"))
+
+
+def ring_round(rings: DataFrame, wires: DataFrame) -> DataFrame:
+    """One round: each account takes the smallest ring id among itself and its neighbours.
+    At the fixed point every ring is named by its smallest account."""
+    offers = (
+        _links(wires)
+        .join(rings, F.col("b") == F.col("account_id"))
+        .select(F.col("a").alias("account_id"), "ring_id")
+    )
+    return rings.unionByName(offers).groupBy("account_id").agg(F.min("ring_id").alias("ring_id"))
+
+
 def region_totals(df: DataFrame) -> DataFrame:
     return df.groupBy("region").agg(F.sum("amount_cents").alias("total_cents"))
 
@@ -125,4 +155,5 @@ def pipeline() -> Pipeline:
     )
     enriched = bank.join("enriched", movements, accounts, on=["account_id"])
     bank.transform("region_totals", enriched, fn=region_totals)
+    bank.iterate("rings", wires, init=ring_start, step=ring_round)
     return bank

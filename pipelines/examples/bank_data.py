@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.examples.bank import WORKERS
+from pipelines.examples.bank import RING_MIN_CENTS, WORKERS
 
 CATEGORIES = ["groceries", "travel", "fuel", "dining", "utilities", None]
 REGIONS = ["north", "south", "east", "west"]
@@ -134,6 +134,21 @@ ORACLE_SQL = {
     "region_totals": """
         SELECT region, sum(amount_cents) AS total_cents
         FROM movements JOIN accounts USING (account_id) WHERE epoch = $e GROUP BY region""",
+    # Connected components as a transitive closure (not label propagation).
+    "rings": f"""
+        WITH RECURSIVE links(a, b) AS (
+            SELECT from_account, to_account FROM wires
+            WHERE epoch = $e AND amount_cents >= {RING_MIN_CENTS} AND from_account <> to_account
+            UNION
+            SELECT to_account, from_account FROM wires
+            WHERE epoch = $e AND amount_cents >= {RING_MIN_CENTS} AND from_account <> to_account
+        ),
+        reach(account_id, other) AS (
+            SELECT a, a FROM links
+            UNION
+            SELECT r.account_id, l.b FROM reach r JOIN links l ON r.other = l.a
+        )
+        SELECT account_id, min(other) AS ring_id FROM reach GROUP BY account_id""",
 }
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from pipelines import reports
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, DemoData, Oracle, generate
+from pipelines.iteration import describe_round
 from pipelines.runtime import RunResult, Runtime
 from pipelines.spark import spark_session
 from progress.ledger import Ledger
@@ -57,7 +58,13 @@ def run_demo(
     spark = spark_session(spark_master)
     spark.sparkContext.setLogLevel("ERROR")
     ledger = Ledger(home / "ledger.duckdb")
-    rt = Runtime(bank.pipeline(), ledger, spark, home / "data")
+    rt = Runtime(
+        bank.pipeline(),
+        ledger,
+        spark,
+        home / "data",
+        on_round=lambda *progress: echo(f"    {describe_round(*progress)}"),
+    )
     runs: list[RunResult] = []
 
     def progress(result: RunResult) -> None:

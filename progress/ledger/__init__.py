@@ -17,6 +17,7 @@ from progress.ledger.records import (
     StageStatus,
     VerifyReport,
     describe_time,
+    scope_name,
 )
 from progress.ledger.schema import VERSION as SCHEMA_VERSION
 from progress.ledger.store import DEFAULT_PATH, Ledger
@@ -39,4 +40,5 @@ __all__ = [
     "StageStatus",
     "VerifyReport",
     "describe_time",
+    "scope_name",
 ]

@@ -17,6 +17,15 @@ def describe_time(t: Time) -> str:
     return f"epoch {t}"
 
 
+def scope_name(pipeline: str, stage: str) -> str:
+    """The ledger name of an iterative stage's scope, whose times are ``Product(epoch, round)``.
+
+    >>> scope_name("bank", "rings")
+    'bank.rings'
+    """
+    return f"{pipeline}.{stage}"
+
+
 @dataclass(frozen=True)
 class Origin:
     """Who committed a batch: registration, an input worker, a stage run, or the system."""
@@ -199,3 +208,6 @@ class StageStatus:
     """Done epochs whose input was revised since: they will run again."""
     workers: tuple[tuple[int, Time | None], ...] = field(default=())
     """For an input: each worker and the time it holds (``None`` once closed)."""
+    rounds: tuple[Time, ...] = field(default=())
+    """For an iterative stage: ``Product(epoch, round)`` of each epoch whose rounds have
+    started and not finished (the round a new run resumes from)."""

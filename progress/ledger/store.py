@@ -99,6 +99,7 @@ class Ledger:
         self._guard = threading.RLock()
         self._con: Any = None
         self._depth = 0
+        self._in_transaction = False
         self._graphs: dict[str, Graph] = {}
         # Valid while a session holds the lock: no other process can change them meanwhile.
         self._session_graphs: dict[str, Graph] = {}
@@ -144,7 +145,11 @@ class Ledger:
     def _transaction(self) -> Iterator[Any]:
         with self.session():
             con = self._con
+            if self._in_transaction:  # inside atomic(): the outermost one commits
+                yield con
+                return
             con.execute("BEGIN TRANSACTION")
+            self._in_transaction = True
             try:
                 yield con
             except BaseException:
@@ -152,7 +157,16 @@ class Ledger:
                 self._session_graphs.clear()
                 self._counts_through = None
                 raise
+            finally:
+                self._in_transaction = False
             con.execute("COMMIT")
+
+    @contextmanager
+    def atomic(self) -> Iterator[Ledger]:
+        """Several commits, of one pipeline or several (an iterative stage and its scope), in
+        one transaction: all of them or none."""
+        with self._transaction():
+            yield self
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.session():
@@ -239,7 +253,9 @@ class Ledger:
         return out
 
     def pipelines(self) -> list[str]:
-        return [r[0] for r in self._query("SELECT pipeline FROM graphs ORDER BY pipeline")]
+        """The registered pipelines (not the scopes of their iterative stages)."""
+        rows = self._query("SELECT pipeline FROM graphs ORDER BY pipeline")
+        return [r[0] for r in rows if "." not in r[0]]
 
     def graph(self, pipeline: str) -> Graph:
         """The registered graph of ``pipeline``."""
@@ -764,6 +780,7 @@ class Ledger:
                 [pipeline],
             ).fetchall():
                 workers.setdefault(node, []).append((w, None if t0 is None else decode(t0, t1)))
+            rounds = self._rounds(con, pipeline)
             out: list[StageStatus] = []
             order = graph.depths()
             for name, spec in sorted(graph.nodes.items(), key=lambda kv: (order[kv[0]], kv[0])):
@@ -790,9 +807,23 @@ class Ledger:
                         holds,
                         tuple(stale.get(name, ())),
                         tuple(workers.get(name, ())),
+                        tuple(sorted(rounds.get(name, ()))),
                     )
                 )
             return out
+
+    def _rounds(self, con: Any, pipeline: str) -> dict[str, list[Time]]:
+        """Per iterative stage of ``pipeline``, the ``Product(epoch, round)`` times waiting in
+        its scope: rounds committed whose epoch has not reached its fixed point."""
+        out: dict[str, list[Time]] = {}
+        for (scope,) in con.execute(
+            "SELECT pipeline FROM graphs WHERE starts_with(pipeline, ?)", [pipeline + "."]
+        ).fetchall():
+            stage = scope.removeprefix(pipeline + ".")
+            for location, t, _ in self._tracker(con, scope).pointstamps():
+                if isinstance(location, Target):
+                    out.setdefault(stage, []).append(t)
+        return out
 
     # -- integrity ---------------------------------------------------------------------------
 

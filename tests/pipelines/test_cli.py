@@ -112,7 +112,7 @@ def test_send_advance_close_and_run_from_the_shell(
     out = capsys.readouterr().out
     assert "sent " in out
     assert "card_payments worker 2 is closed" in out
-    assert "7 stage run(s)" in out
+    assert "8 stage run(s)" in out
     assert main(["status", "--json", "--ledger", str(tmp_path / "l.duckdb")]) == 0
     rows = {r["stage"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["balances"]["done"] == [0]

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from progress import GraphBuilder, Source, Target
+from progress import Delay, GraphBuilder, Product, ProductSummary, Source, Target
 from progress.errors import (
     ForeignLocationError,
     GraphChangeError,
@@ -22,7 +22,7 @@ from progress.errors import (
     TimeRegressionError,
     UnregisteredPipelineError,
 )
-from progress.ledger import SCHEMA_VERSION, Ledger, MessageEntry
+from progress.ledger import SCHEMA_VERSION, Ledger, MessageEntry, scope_name
 from progress.ledger.schema import MIGRATIONS
 from progress.spec import to_spec
 from tests.progress.ledger.scenario import bank_graph, run_epoch
@@ -252,4 +252,39 @@ def test_sealing_announces_an_empty_message_for_each_silent_epoch(ledger: Ledger
     assert ledger.worker_time("bank", "card_payments", 0) == 5
     with pytest.raises(TimeRegressionError):
         ledger.advance("bank", "card_payments", 0, 4, seal=True)
+    assert ledger.verify().ok
+
+
+def test_atomic_commits_of_a_pipeline_and_its_scope_land_together(ledger: Ledger) -> None:
+    scope = scope_name("bank", "totals")
+    b = GraphBuilder(Product(0, 0))
+    b.add_node(
+        "step",
+        inputs=1,
+        outputs=1,
+        workers=0,
+        summaries={(0, 0): [ProductSummary(Delay(0), Delay(1))]},
+    )
+    b.add_edge(Source("step"), Target("step"))
+    ledger.register(scope, b.compile())
+    assert ledger.pipelines() == ["bank"]
+    ledger.commit(scope, [(Target("step"), Product(0, 0), 1)], key="round:0:0")
+
+    def both() -> None:
+        with ledger.atomic():
+            ledger.commit(scope, [(Target("step"), Product(0, 0), -1)], key="leave:0")
+            ledger.commit("bank", [(Target("nowhere"), 0, 1)], key="run:nowhere:0")
+
+    with pytest.raises(ForeignLocationError):
+        both()
+    assert ledger.committed(scope, "leave:0") is None  # rolled back with the refused commit
+    assert ledger.tracker(scope).count(Target("step"), Product(0, 0)) == 1
+    assert {s.stage: s.rounds for s in ledger.status("bank")}["totals"] == (Product(0, 0),)
+
+    with ledger.atomic():
+        ledger.commit(scope, [(Target("step"), Product(0, 0), -1)], key="leave:0")
+        ledger.commit("bank", [], key="run:totals:0")
+    assert ledger.committed(scope, "leave:0") is not None
+    assert ledger.committed("bank", "run:totals:0") is not None
+    assert {s.stage: s.rounds for s in ledger.status("bank")}["totals"] == ()
     assert ledger.verify().ok
