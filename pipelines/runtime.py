@@ -60,6 +60,35 @@ def run_key(stage: str, epoch: Time) -> str:
     return f"run:{stage}:{epoch}"
 
 
+Resolved = tuple[list[MessageRef], list[str]]
+"""An input's current messages at an epoch: their references and their data paths."""
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """A run that may start: its progress batch, attempt, run record and resolved input."""
+
+    stage: Stage
+    epoch: Time
+    batch: list[Update]
+    revision: bool
+    attempt: str
+    run_id: str
+    inputs: list[Resolved]
+    empty: list[StructType | None]
+    """Per input: its schema when it has no data at this epoch."""
+    started: float
+
+
+@dataclass(frozen=True)
+class _Worked:
+    """A run whose Spark work is done: the message to commit."""
+
+    run: _Admitted
+    message: MessageEntry
+    fixed: FixedPoint | None
+
+
 class Runtime:
     """A pipeline bound to a ledger, a Spark session and a data directory."""
 
@@ -120,17 +149,39 @@ class Runtime:
 
     def run(self, on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
         """Run every ready ``(stage, epoch)`` in epoch order, then re-run stale outputs (those
-        that read an attempt a revision has replaced), until nothing is left."""
+        that read an attempt a revision has replaced), until nothing is left.
+
+        One ledger session per stage run: it commits the previous run, picks the next and
+        resolves its input; Spark works with the ledger unlocked."""
         results: list[RunResult] = []
         revised: set[tuple[str, Time]] = set()
+        worked: _Worked | None = None
+
+        def report(result: RunResult) -> None:
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+
         while True:
-            ready = self.ready()
-            if ready:
-                batch = [self.run_stage(*ready[0])]
+            admitted: _Admitted | RunResult | None = None
+            stale: list[tuple[str, Time]] = []
+            with self.ledger.session():
+                finished = self._finish(worked) if worked is not None else None
+                worked = None
+                ready = self.ready()
+                if ready:
+                    admitted = self._admit(*ready[0])
+                else:
+                    stale = self.stale()
+            if finished is not None:
+                report(finished)
+            if isinstance(admitted, RunResult):
+                report(admitted)
+            elif admitted is not None:
+                worked = self._work(admitted)
+            elif not stale:
+                return results
             else:
-                stale = self.stale()
-                if not stale:
-                    return results
                 if stale[0] in revised:
                     stage, epoch = stale[0]
                     raise PipelineError(
@@ -139,10 +190,8 @@ class Runtime:
                     )
                 batch = self.revise(stale[0][0], [stale[0][1]])
                 revised.update((r.stage, r.epoch) for r in batch)
-            results.extend(batch)
-            if on_result is not None:
                 for result in batch:
-                    on_result(result)
+                    report(result)
 
     def stale(self) -> list[tuple[str, Time]]:
         """Done ``(stage, epoch)`` runs whose input was revised since, earliest first."""
@@ -153,20 +202,11 @@ class Runtime:
 
     def run_stage(self, stage_name: str, epoch: Time) -> RunResult:
         """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
-        p = self.pipeline.name
-        stage = self._runnable(stage_name)
         with self.ledger.session():  # one connection for every question before the work
-            if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
-                return RunResult(stage_name, epoch, "done-already")
-            tracker = self.ledger.tracker(p)
-            if not tracker.ready(stage_name, epoch):
-                holds = self.ledger.blockers(p, stage_name, epoch)
-                raise StageNotReadyError(stage_name, epoch, [h.text for h in holds])
-            batch = tracker.stage_batch(stage_name, epoch)
-            if not batch:
-                why = ["no input message arrives at this epoch"]
-                raise StageNotReadyError(stage_name, epoch, why)
-        return self._execute(stage, epoch, batch=batch, revision=False)
+            admitted = self._admit(stage_name, epoch)
+        if isinstance(admitted, RunResult):
+            return admitted
+        return self._complete(admitted)
 
     def revise(self, stage_name: str, epochs: Sequence[Time]) -> list[RunResult]:
         """Recompute done epochs of a stage with the current code and inputs (a backfill).
@@ -190,7 +230,12 @@ class Runtime:
             assert isinstance(first, int)
             targets = [e for e in sorted(done) if less_equal(first, e)]
             self.state.rewind(p, stage_name, stage.key, first)
-        return [self._execute(stage, e, batch=[], revision=True) for e in targets]
+        results = []
+        for epoch in targets:
+            with self.ledger.session():
+                admitted = self._prepare(stage, epoch, batch=[], revision=True)
+            results.append(self._complete(admitted))
+        return results
 
     def _runnable(self, stage_name: str) -> Stage:
         stage = self.pipeline.stage(stage_name)
@@ -198,28 +243,54 @@ class Runtime:
             raise PipelineError(f"{stage_name!r} is a source: it is fed by send(), not run")
         return stage
 
-    def _execute(
+    def _admit(self, stage_name: str, epoch: Time) -> _Admitted | RunResult:
+        """In a session: check that the run is due and ready, and prepare it."""
+        p = self.pipeline.name
+        stage = self._runnable(stage_name)
+        if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
+            return RunResult(stage_name, epoch, "done-already")
+        tracker = self.ledger.tracker(p)
+        if not tracker.ready(stage_name, epoch):
+            holds = self.ledger.blockers(p, stage_name, epoch)
+            raise StageNotReadyError(stage_name, epoch, [h.text for h in holds])
+        batch = tracker.stage_batch(stage_name, epoch)
+        if not batch:
+            why = ["no input message arrives at this epoch"]
+            raise StageNotReadyError(stage_name, epoch, why)
+        return self._prepare(stage, epoch, batch=batch, revision=False)
+
+    def _prepare(
         self, stage: Stage, epoch: Time, *, batch: list[Update], revision: bool
-    ) -> RunResult:
-        """Run one epoch of a stage: record the start and resolve its inputs in one ledger
-        session, do the Spark work holding no ledger lock, then commit in another session."""
+    ) -> _Admitted:
+        """In a session: record the run's start and resolve its input messages."""
         p = self.pipeline.name
         started = time.perf_counter()
         attempt = new_attempt()
-        with self.ledger.session():
-            run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
-            inputs = [self._input(upstream, epoch) for upstream in stage.inputs]
-            empty = [
-                None if paths else self._schema_of(u)
-                for u, (_, paths) in zip(stage.inputs, inputs, strict=True)
-            ]
+        run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        inputs = [self._input(upstream, epoch) for upstream in stage.inputs]
+        empty = [
+            None if paths else self._schema_of(u)
+            for u, (_, paths) in zip(stage.inputs, inputs, strict=True)
+        ]
+        return _Admitted(stage, epoch, batch, revision, attempt, run_id, inputs, empty, started)
+
+    def _complete(self, admitted: _Admitted) -> RunResult:
+        worked = self._work(admitted)
+        with self.ledger.session():  # the commit and the run record in one connection
+            return self._finish(worked)
+
+    def _work(self, run: _Admitted) -> _Worked:
+        """The Spark work of a run, holding no ledger lock: compute and write a fresh attempt.
+        A failure is recorded on the run and raised; nothing is committed."""
+        p = self.pipeline.name
+        stage, epoch, attempt = run.stage, run.epoch, run.attempt
         scratch = self.store.attempt_dir(p, stage.name, 0, epoch, f"{attempt}.scratch")
         fixed: FixedPoint | None = None
         try:
             try:
                 if stage.kind == "iterate":
                     assert isinstance(epoch, int)
-                    frames, reads = self._frames(inputs, empty)
+                    frames, reads = self._frames(run.inputs, run.empty)
                     rounds = Rounds(
                         self.ledger,
                         self.store,
@@ -227,7 +298,7 @@ class Runtime:
                         pipeline=p,
                         stage=stage,
                         epoch=epoch,
-                        checkpoint=not revision,
+                        checkpoint=not run.revision,
                         on_round=self.on_round,
                     )
                     fixed = rounds.run(
@@ -236,13 +307,13 @@ class Runtime:
                     path = fixed.path
                     rows, size = self.store.stats(path)
                 else:
-                    output, reads = self._compute(stage, inputs, empty, scratch)
+                    output, reads = self._compute(stage, run.inputs, run.empty, scratch)
                     path, rows, size = self._write(stage, epoch, attempt, output)
                 if stage.kind == "stateful":
                     assert isinstance(epoch, int)
                     self.state.stage(p, stage.name, epoch, attempt, f"{path}/*.parquet")
             except Exception as err:
-                self.ledger.finish_run(run_id, "failed", error=first_line(err))
+                self.ledger.finish_run(run.run_id, "failed", error=first_line(err))
                 if isinstance(err, PipelineError):
                     raise
                 raise StageFailedError(stage.name, epoch, first_line(err)) from err
@@ -250,53 +321,38 @@ class Runtime:
             shutil.rmtree(scratch, ignore_errors=True)
         out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
         message = MessageEntry(
-            stage.name, 0, out_time, attempt, str(path), rows, size, revision, epoch, reads
+            stage.name, 0, out_time, attempt, str(path), rows, size, run.revision, epoch, reads
         )
-        key = f"revise:{stage.name}:{epoch}:{attempt}" if revision else run_key(stage.name, epoch)
-        with self.ledger.session():  # the commit and the run record in one connection
-            return self._finish(
-                stage,
-                epoch,
-                batch=batch,
-                key=key,
-                message=message,
-                run_id=run_id,
-                started=started,
-                fixed=fixed,
-            )
+        return _Worked(run, message, fixed)
 
-    def _finish(
-        self,
-        stage: Stage,
-        epoch: Time,
-        *,
-        batch: list[Update],
-        key: str,
-        message: MessageEntry,
-        run_id: str,
-        started: float,
-        fixed: FixedPoint | None = None,
-    ) -> RunResult:
+    def _finish(self, worked: _Worked) -> RunResult:
+        """In a session: commit the run's output and progress (and, for an iterative stage,
+        the end of its last round) in one transaction."""
         p = self.pipeline.name
-        attempt, path = message.attempt, Path(str(message.path))
-        revision = message.replaces
+        run, message, fixed = worked.run, worked.message, worked.fixed
+        stage, epoch, attempt = run.stage, run.epoch, run.attempt
+        path = Path(str(message.path))
+        if run.revision:
+            key = f"revise:{stage.name}:{epoch}:{attempt}"
+        else:
+            key = run_key(stage.name, epoch)
         with self.ledger.atomic():  # an iterative stage's last round ends with its epoch
             if fixed is not None:
                 fixed.leave(self.ledger)
             result = self.ledger.commit(
-                p, batch, key=key, messages=[message], origin=Origin.stage(stage.name, epoch)
+                p, run.batch, key=key, messages=[message], origin=Origin.stage(stage.name, epoch)
             )
         if result.repeated:  # another process committed this run first: ours is not seen
             shutil.rmtree(path, ignore_errors=True)
             if stage.kind == "stateful":
                 self.state.abandon(p, stage.name, attempt)
-            self.ledger.finish_run(run_id, "skipped", batch_id=result.batch_id)
+            self.ledger.finish_run(run.run_id, "skipped", batch_id=result.batch_id)
             return RunResult(stage.name, epoch, "done-already")
         if stage.kind == "stateful":
             self.state.commit(p, stage.name, stage.key, attempt)
-        self.ledger.finish_run(run_id, "succeeded", batch_id=result.batch_id)
-        status = "revised" if revision else "succeeded"
-        seconds = time.perf_counter() - started
+        self.ledger.finish_run(run.run_id, "succeeded", batch_id=result.batch_id)
+        status = "revised" if run.revision else "succeeded"
+        seconds = time.perf_counter() - run.started
         rounds = fixed.rounds if fixed is not None else 0
         return RunResult(stage.name, epoch, status, attempt, message.rows, seconds, rounds)
 
@@ -308,7 +364,7 @@ class Runtime:
             return self.spark.read.parquet(*paths)
         return self.spark.createDataFrame([], self._schema_of(stage))
 
-    def _input(self, upstream: str, epoch: Time) -> tuple[list[MessageRef], list[str]]:
+    def _input(self, upstream: str, epoch: Time) -> Resolved:
         """The current messages of ``upstream`` at ``epoch``: references and data paths."""
         messages = self.ledger.message(self.pipeline.name, upstream, 0, epoch)
         refs = [MessageRef(upstream, 0, epoch, m.attempt) for m in messages]
@@ -326,7 +382,7 @@ class Runtime:
     def _compute(
         self,
         stage: Stage,
-        resolved: list[tuple[list[MessageRef], list[str]]],
+        resolved: list[Resolved],
         empty: list[StructType | None],
         scratch: Path,
     ) -> tuple[DataFrame, tuple[MessageRef, ...]]:
@@ -343,7 +399,7 @@ class Runtime:
         return out, reads
 
     def _frames(
-        self, resolved: list[tuple[list[MessageRef], list[str]]], empty: list[StructType | None]
+        self, resolved: list[Resolved], empty: list[StructType | None]
     ) -> tuple[list[DataFrame], tuple[MessageRef, ...]]:
         """One DataFrame per input from its resolved messages, and the messages read."""
         inputs: list[DataFrame] = []

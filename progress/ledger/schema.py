@@ -130,7 +130,8 @@ VERSION = len(MIGRATIONS)
 def current_version(con: Any) -> int:
     """The schema version of an open ledger; 0 for an empty file."""
     exists = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'meta'"
+        "SELECT count(*) FROM duckdb_tables() "
+        "WHERE database_name = current_database() AND table_name = 'meta'"
     ).fetchone()[0]
     if not exists:
         return 0
