@@ -55,6 +55,7 @@ check: lint typecheck test ## Exactly what CI runs: lint, format check, types, t
 bench: $(STAMP) ## Run the benchmarks (prints figures and ratios)
 	$(BIN)/python bench/bench_tracker.py
 	$(BIN)/python bench/bench_ledger.py
+	$(BIN)/python bench/bench_connect.py
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
 from pipelines.runtime import Runtime
-from pipelines.spark import spark_session
+from pipelines.spark import quiet, spark_session
 from progress.ledger import Ledger
 
 MOVES = T.StructType(
@@ -53,7 +53,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         spark = spark_session()
-        spark.sparkContext.setLogLevel("ERROR")
+        quiet(spark)
         rt = Runtime(pipeline(), Ledger(root / "ledger.duckdb"), spark, root / "data")
         times: dict[int, float] = {}
         for epoch in range(max(late) + 1):

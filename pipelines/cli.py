@@ -123,12 +123,12 @@ def load_pipeline(spec: str) -> Pipeline:
 
 
 def runtime(args: argparse.Namespace) -> Runtime:
-    from pipelines.spark import spark_session
+    from pipelines.spark import quiet, spark_session
 
     pipeline = load_pipeline(args.pipeline_def)
     ledger = Ledger(ledger_path(args.ledger), lock_timeout=args.lock_timeout)
     spark = spark_session(args.spark)
-    spark.sparkContext.setLogLevel("ERROR")
+    quiet(spark)
     return Runtime(
         pipeline,
         ledger,
@@ -209,6 +209,51 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     )
     print(f"wrote {args.epochs} epochs under {data.root} (late file at epoch {data.late_epoch})")
     return 0
+
+
+def cmd_spark(args: argparse.Namespace) -> int:
+    from pipelines import connect_server
+
+    if args.spark_command == "start":
+        connect_server.start(args.port, master=args.master, timeout=args.timeout)
+    elif args.spark_command == "stop":
+        connect_server.stop(args.port, timeout=args.timeout)
+    else:
+        for found in connect_server.statuses(args.port):
+            print(found.describe())
+    return 0
+
+
+def _spark_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from pipelines.connect_server import DEFAULT_MASTER, DEFAULT_PORT
+
+    spark = commands.add_parser("spark", help="a local Spark Connect server (start, stop, status)")
+    actions = spark.add_subparsers(dest="spark_command", metavar="COMMAND", required=True)
+    port = argparse.ArgumentParser(add_help=False)
+    port.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port on 127.0.0.1 (default {DEFAULT_PORT})"
+    )
+    start = actions.add_parser(
+        "start", parents=[port], help="start a server and print its sc:// URL"
+    )
+    start.add_argument(
+        "--master", default=DEFAULT_MASTER, help=f"the server's master (default {DEFAULT_MASTER})"
+    )
+    start.add_argument(
+        "--timeout", type=float, default=120.0, metavar="SECONDS", help="wait (default 120)"
+    )
+    stop = actions.add_parser("stop", parents=[port], help="stop the server by its pid")
+    stop.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="wait after SIGTERM before SIGKILL (default 30)",
+    )
+    status = actions.add_parser("status", help="running or not, pid and URL")
+    status.add_argument("--port", type=int, help="only this port (default: every known one)")
+    for action in (start, stop, status):
+        action.set_defaults(handler=cmd_spark)
 
 
 def _sizes(parser: argparse.ArgumentParser) -> None:
@@ -332,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     _sizes(demo_data)
     demo_data.add_argument("--out", default=".epochgate/demo-data", help="output directory")
     demo_data.set_defaults(handler=cmd_demo_data)
+    _spark_commands(commands)
     return parser
 
 

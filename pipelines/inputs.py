@@ -103,7 +103,7 @@ class SourceInput:
             if rows is not None:
                 return self._commit_copy(Path(file), epoch, rows)
             try:
-                data = rt.spark.read.parquet(file)
+                data = rt.spark.read.parquet(str(Path(file).resolve()))  # for a remote driver too
             except Exception as err:
                 msg = f"cannot read Parquet: {first_line(err)}"
                 raise InputValidationError(self.source, epoch, msg, file=file) from err

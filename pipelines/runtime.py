@@ -82,10 +82,12 @@ class _Admitted:
 
 @dataclass(frozen=True)
 class _Worked:
-    """A run whose Spark work is done: the message to commit."""
+    """A run whose Spark work is done: the catalog entries of its message, to commit."""
 
     run: _Admitted
-    message: MessageEntry
+    entries: list[MessageEntry]
+    written: Path | None
+    """The attempt directory this run wrote (none when its output refers to its input's)."""
     fixed: FixedPoint | None
 
 
@@ -286,8 +288,27 @@ class Runtime:
         stage, epoch, attempt = run.stage, run.epoch, run.attempt
         scratch = self.store.attempt_dir(p, stage.name, 0, epoch, f"{attempt}.scratch")
         fixed: FixedPoint | None = None
+        out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
         try:
             try:
+                shared = self._shared_files(run) if stage.kind == "union" else None
+                if shared is not None:
+                    reads, paths = shared
+                    entries = [
+                        MessageEntry(
+                            stage.name,
+                            0,
+                            out_time,
+                            f"{attempt}.{i}",
+                            path,
+                            *self.store.stats(Path(path)),
+                            replaces=run.revision and i == 0,
+                            run_time=epoch,
+                            reads=reads if i == 0 else (),
+                        )
+                        for i, path in enumerate(paths)
+                    ]
+                    return _Worked(run, entries, None, None)
                 if stage.kind == "iterate":
                     assert isinstance(epoch, int)
                     frames, reads = self._frames(run.inputs, run.empty)
@@ -319,19 +340,28 @@ class Runtime:
                 raise StageFailedError(stage.name, epoch, first_line(err)) from err
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
         message = MessageEntry(
             stage.name, 0, out_time, attempt, str(path), rows, size, run.revision, epoch, reads
         )
-        return _Worked(run, message, fixed)
+        return _Worked(run, [message], path, fixed)
+
+    def _shared_files(self, run: _Admitted) -> tuple[tuple[MessageRef, ...], list[str]] | None:
+        """A union of inputs with the same columns and types is their committed files, as
+        they are: its message catalogs them again (attempts are immutable), with no copy.
+        ``None`` when the inputs differ, or none has data: then Spark writes the union."""
+        frames, reads = self._frames(run.inputs, run.empty)
+        columns = [[(f.name, f.dataType) for f in df.schema.fields] for df in frames]
+        if any(c != columns[0] for c in columns[1:]):
+            return None
+        paths = [path for _, found in run.inputs for path in found]
+        return (reads, paths) if paths else None
 
     def _finish(self, worked: _Worked) -> RunResult:
         """In a session: commit the run's output and progress (and, for an iterative stage,
         the end of its last round) in one transaction."""
         p = self.pipeline.name
-        run, message, fixed = worked.run, worked.message, worked.fixed
+        run, entries, fixed = worked.run, worked.entries, worked.fixed
         stage, epoch, attempt = run.stage, run.epoch, run.attempt
-        path = Path(str(message.path))
         if run.revision:
             key = f"revise:{stage.name}:{epoch}:{attempt}"
         else:
@@ -340,10 +370,11 @@ class Runtime:
             if fixed is not None:
                 fixed.leave(self.ledger)
             result = self.ledger.commit(
-                p, run.batch, key=key, messages=[message], origin=Origin.stage(stage.name, epoch)
+                p, run.batch, key=key, messages=entries, origin=Origin.stage(stage.name, epoch)
             )
         if result.repeated:  # another process committed this run first: ours is not seen
-            shutil.rmtree(path, ignore_errors=True)
+            if worked.written is not None:
+                shutil.rmtree(worked.written, ignore_errors=True)
             if stage.kind == "stateful":
                 self.state.abandon(p, stage.name, attempt)
             self.ledger.finish_run(run.run_id, "skipped", batch_id=result.batch_id)
@@ -354,7 +385,8 @@ class Runtime:
         status = "revised" if run.revision else "succeeded"
         seconds = time.perf_counter() - run.started
         rounds = fixed.rounds if fixed is not None else 0
-        return RunResult(stage.name, epoch, status, attempt, message.rows, seconds, rounds)
+        rows = sum(e.rows for e in entries)
+        return RunResult(stage.name, epoch, status, attempt, rows, seconds, rounds)
 
     def read(self, stage: str, epoch: Time) -> DataFrame:
         """The committed output of ``stage`` at ``epoch`` (all current messages)."""
@@ -389,7 +421,7 @@ class Runtime:
         """The stage's output from its resolved input messages, and the messages it read."""
         inputs, reads = self._frames(resolved, empty)
         if stage.kind == "stateful":
-            out = self._carry(stage, inputs[0], scratch)
+            out = self._carry(stage, inputs[0], resolved[0][1], scratch)
         else:
             out = _KINDS[stage.kind](stage, inputs)
         from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect frames
@@ -413,10 +445,13 @@ class Runtime:
                 inputs.append(self.spark.createDataFrame([], schema))
         return inputs, tuple(reads)
 
-    def _carry(self, stage: Stage, batch: DataFrame, scratch: Path) -> DataFrame:
+    def _carry(
+        self, stage: Stage, batch: DataFrame, batch_paths: list[str], scratch: Path
+    ) -> DataFrame:
         """A stateful stage's epoch: the state of the keys in ``batch``, updated by its function.
 
-        Staged attempts left by a crash are settled first, against what the ledger committed.
+        The state store reads the keys straight from the batch's files (no Spark job). Staged
+        attempts left by a crash are settled first, against what the ledger committed.
         """
         p = self.pipeline.name
         assert stage.schema is not None
@@ -426,11 +461,15 @@ class Runtime:
             return any(m.attempt == attempt for m in self.ledger.message(p, stage.name, 0, epoch))
 
         self.state.reconcile(p, stage.name, stage.key, committed)
-        batch.select(*stage.key).distinct().write.parquet(str(scratch / "keys"))
+        missing = [k for k in stage.key if k not in batch.columns]
+        if missing:
+            raise StageFailedError(
+                stage.name, "-", f"its input has no key column(s) {missing} to look state up by"
+            )
+        scratch.mkdir(parents=True, exist_ok=True)
         state_file = scratch / "state.parquet"
-        if self.state.export_latest(
-            p, stage.name, stage.key, f"{scratch}/keys/*.parquet", str(state_file)
-        ):
+        keys = [f"{path}/*.parquet" for path in batch_paths]
+        if keys and self.state.export_latest(p, stage.name, stage.key, keys, str(state_file)):
             state = self.spark.read.schema(stage.schema).parquet(str(state_file))
         else:
             state = self.spark.createDataFrame([], stage.schema)

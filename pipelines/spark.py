@@ -1,20 +1,27 @@
 """Spark sessions: local by default, any master URL, or a Spark Connect endpoint (``sc://``).
 
 ``EPOCHGATE_SPARK`` chooses: ``local[2]`` (default), ``spark://host:7077``, ``yarn``, or
-``sc://host:15002`` for a running Spark Connect server.
+``sc://host:15002`` for a running Spark Connect server (``epochgate spark start`` runs one on
+this machine). A Connect client needs the ``connect`` extra: ``pip install 'epochgate[connect]'``.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from progress import EpochgateError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SPARK_ENV = "EPOCHGATE_SPARK"
 DEFAULT_MASTER = "local[2]"
+CONNECT_SCHEME = "sc://"
+CONNECT_DEFAULT_PORT = 15002
 
 # Small local defaults: few shuffle partitions suit per-epoch batches on a laptop or CI box.
 LOCAL_CONF = {
@@ -27,24 +34,88 @@ LOCAL_CONF = {
 }
 
 
+class SparkUnavailableError(EpochgateError):
+    """A Spark session that cannot be had: no server at a Connect URL, or no Connect client."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"cannot use Spark at {url}: {reason}")
+
+
 def master_url(flag: str | None = None) -> str:
     return flag or os.environ.get(SPARK_ENV) or DEFAULT_MASTER
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client session (it has no JVM of its own)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def quiet(spark: SparkSession, level: str = "ERROR") -> None:
+    """Show only ``level`` and worse from the driver's log. A Connect session has no driver in
+    this process (the server writes its own log), so there is nothing to change for it."""
+    if not is_connect(spark):
+        spark.sparkContext.setLogLevel(level)
+
+
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
-    """A session for ``master`` (see the module docs); reuses the active one when it matches."""
+    """A session for ``master`` (see the module docs); reuses the active one when it matches.
+
+    For ``sc://`` the server's own settings apply; of ``conf`` only the ``spark.sql.*`` ones
+    (session settings) are sent. A Connect URL with no server answering fails at once, naming
+    the URL, instead of retrying for minutes.
+    """
     from pyspark.sql import SparkSession
 
     url = master_url(master)
+    if url.startswith(CONNECT_SCHEME):
+        return _connect_session(url, conf or {})
     if url.startswith("local"):
         # Python UDF workers run on this interpreter (and see this environment's packages).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName("epochgate")
-    if url.startswith("sc://"):
-        builder = builder.remote(url)
-    else:
-        builder = builder.master(url)
-        for key, value in {**LOCAL_CONF, **(conf or {})}.items():
+    builder = SparkSession.builder.appName("epochgate").master(url)
+    for key, value in {**LOCAL_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    try:
+        from pyspark.sql.connect.utils import check_dependencies
+
+        check_dependencies()
+    except ImportError as err:
+        reason = f"{err}; install the client with: pip install 'epochgate[connect]'"
+        raise SparkUnavailableError(url, reason) from None
+    host, port = connect_address(url)
+    try:
+        socket.create_connection((host, port), timeout=5.0).close()
+    except OSError as err:
+        hint = ""
+        if host in ("127.0.0.1", "localhost"):
+            flag = "" if port == CONNECT_DEFAULT_PORT else f" --port {port}"
+            hint = f"; start one with: epochgate spark start{flag}"
+        raise SparkUnavailableError(
+            url, f"no Spark Connect server answers ({err.strerror or err}){hint}"
+        ) from None
+    builder = SparkSession.builder.appName("epochgate").remote(url)
+    for key, value in conf.items():
+        if key.startswith("spark.sql."):
             builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """Host and port of ``sc://host[:port][/;params]`` (port 15002 when none is given)."""
+    parts = urlsplit(url.split(";", 1)[0])
+    try:
+        port = parts.port or CONNECT_DEFAULT_PORT
+    except ValueError:
+        raise SparkUnavailableError(url, "the port is not a number from 1 to 65535") from None
+    if not parts.hostname:
+        raise SparkUnavailableError(url, "no host: write sc://HOST:PORT")
+    return parts.hostname, port

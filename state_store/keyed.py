@@ -19,10 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from progress.errors import EpochgateError
-from progress.ledger.lock import LedgerLock
+from progress.ledger.engine import AttachedFile
 
 DEFAULT_LOCK_TIMEOUT = 60.0
 
@@ -44,43 +42,46 @@ class KeyedState:
 
     def __init__(self, path: str | os.PathLike[str], lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
         self.path = Path(path)
-        self.lock_timeout = lock_timeout
+        self._file = AttachedFile(self.path, lock_timeout)
 
     @contextmanager
     def _connect(self) -> Iterator[Any]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with LedgerLock(self.path.with_name(self.path.name + ".lock"), self.lock_timeout):
-            con = duckdb.connect(str(self.path))
+        with self._file.open() as con:
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS attempts (pipeline VARCHAR, stage VARCHAR, "
+                "epoch BIGINT, attempt VARCHAR, committed BOOLEAN, replaced BOOLEAN, "
+                "PRIMARY KEY (pipeline, stage, attempt))"
+            )
+            con.execute("BEGIN TRANSACTION")
             try:
-                con.execute(
-                    "CREATE TABLE IF NOT EXISTS attempts (pipeline VARCHAR, stage VARCHAR, "
-                    "epoch BIGINT, attempt VARCHAR, committed BOOLEAN, replaced BOOLEAN, "
-                    "PRIMARY KEY (pipeline, stage, attempt))"
-                )
-                con.execute("BEGIN TRANSACTION")
-                try:
-                    yield con
-                except BaseException:
-                    con.execute("ROLLBACK")
-                    raise
-                con.execute("COMMIT")
-            finally:
-                con.close()
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
 
     @staticmethod
     def _exists(con: Any, table: str) -> bool:
         name = table.strip('"')
         # fetchall: a partly fetched result blocks the relation API on this connection.
         rows = con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+            "SELECT count(*) FROM duckdb_tables() "
+            "WHERE database_name = current_database() AND table_name = ?",
+            [name],
         ).fetchall()
         return bool(rows[0][0])
 
     def export_latest(
-        self, pipeline: str, stage: str, key: Sequence[str], keys_file: str, out_file: str
+        self,
+        pipeline: str,
+        stage: str,
+        key: Sequence[str],
+        keys_file: str | Sequence[str],
+        out_file: str,
     ) -> bool:
-        """Write the latest committed rows of the keys listed in ``keys_file`` (Parquet) to
-        ``out_file``. Returns False when the stage has no state yet (nothing written)."""
+        """Write the latest committed rows of the keys found in ``keys_file`` (Parquet files or
+        globs with the key columns among theirs) to ``out_file``. Returns False when the stage
+        has no state yet (nothing written)."""
         latest = _ident(pipeline, stage, "latest")
         with self._connect() as con:
             if not self._exists(con, latest):
@@ -89,7 +90,7 @@ class KeyedState:
             con.sql(
                 f"SELECT l.* EXCLUDE (_epoch) FROM {latest} l "
                 f"SEMI JOIN read_parquet($keys) k USING ({using})",
-                params={"keys": keys_file},
+                params={"keys": keys_file if isinstance(keys_file, str) else list(keys_file)},
             ).write_parquet(out_file)
         return True
 

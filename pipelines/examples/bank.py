@@ -132,7 +132,8 @@ def region_totals(df: DataFrame) -> DataFrame:
     return df.groupBy("region").agg(F.sum("amount_cents").alias("total_cents"))
 
 
-def pipeline() -> Pipeline:
+def pipeline(rings: bool = True) -> Pipeline:
+    """The bank pipeline (``rings=False`` leaves out the iterative stage)."""
     bank = Pipeline("bank")
     cards = bank.source(
         "card_payments", schema=CARD_PAYMENTS, workers=WORKERS["card_payments"], key=["payment_id"]
@@ -155,5 +156,6 @@ def pipeline() -> Pipeline:
     )
     enriched = bank.join("enriched", movements, accounts, on=["account_id"])
     bank.transform("region_totals", enriched, fn=region_totals)
-    bank.iterate("rings", wires, init=ring_start, step=ring_round)
+    if rings:
+        bank.iterate("rings", wires, init=ring_start, step=ring_round)
     return bank

@@ -19,7 +19,7 @@ from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, DemoData, Oracle, generate
 from pipelines.iteration import describe_round
 from pipelines.runtime import RunResult, Runtime
-from pipelines.spark import spark_session
+from pipelines.spark import quiet, spark_session
 from progress.ledger import Ledger
 
 HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)
@@ -56,7 +56,7 @@ def run_demo(
     data = generate(home / "inputs", epochs=epochs, rows=rows, accounts=accounts, seed=seed)
     echo("starting Spark")
     spark = spark_session(spark_master)
-    spark.sparkContext.setLogLevel("ERROR")
+    quiet(spark)
     ledger = Ledger(home / "ledger.duckdb")
     rt = Runtime(
         bank.pipeline(),

@@ -19,8 +19,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from progress.antichain import Antichain
 from progress.change_batch import ChangeBatch
 from progress.errors import (
@@ -33,7 +31,7 @@ from progress.errors import (
 )
 from progress.graph import Graph
 from progress.handles import InputHandle
-from progress.ledger.lock import LedgerLock
+from progress.ledger.engine import AttachedFile
 from progress.ledger.records import (
     BatchRecord,
     CommitResult,
@@ -98,8 +96,7 @@ class Ledger:
         self.lock_timeout = lock_timeout
         self._guard = threading.RLock()
         self._con: Any = None
-        self._engine: Any = None
-        self._engine_pid = 0
+        self._file = AttachedFile(self.path, lock_timeout)
         self._depth = 0
         self._in_transaction = False
         self._graphs: dict[str, Graph] = {}
@@ -120,51 +117,19 @@ class Ledger:
                 finally:
                     self._depth -= 1
                 return
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = LedgerLock(self.path.with_name(self.path.name + ".lock"), self.lock_timeout)
-            lock.acquire()
-            try:
-                con = self._attach()
+            with self._file.open() as con:
+                found = current_version(con)
+                if found > VERSION:
+                    raise LedgerSchemaError(str(self.path), found, VERSION)
+                if found < VERSION:
+                    migrate(con, found)
+                self._con, self._depth = con, 1
                 try:
-                    found = current_version(con)
-                    if found > VERSION:
-                        raise LedgerSchemaError(str(self.path), found, VERSION)
-                    if found < VERSION:
-                        migrate(con, found)
-                    self._con, self._depth = con, 1
-                    try:
-                        yield self
-                    finally:
-                        self._con, self._depth = None, 0
-                        self._session_graphs.clear()
-                        self._counts_through = None
+                    yield self
                 finally:
-                    self._detach(con)
-            finally:
-                lock.release()
-
-    def _attach(self) -> Any:
-        """The ledger file, attached to this process's DuckDB engine under the lock.
-
-        Starting a DuckDB engine costs about 15 ms (it builds its catalog of functions); attaching
-        a file to a running one costs well under 1 ms. So each process keeps one in-memory engine
-        and attaches the file for a session only: detaching closes the file (and checkpoints it)
-        just as closing a connection would, so other processes can open it after us.
-        """
-        if self._engine is None or self._engine_pid != os.getpid():  # not across a fork
-            self._engine, self._engine_pid = duckdb.connect(), os.getpid()
-        con = self._engine
-        con.execute("USE memory")
-        con.execute("DETACH DATABASE IF EXISTS ledger")  # left by an interrupted session
-        quoted = str(self.path).replace("'", "''")
-        con.execute(f"ATTACH '{quoted}' AS ledger")
-        con.execute("USE ledger")
-        return con
-
-    @staticmethod
-    def _detach(con: Any) -> None:
-        con.execute("USE memory")
-        con.execute("DETACH DATABASE ledger")
+                    self._con, self._depth = None, 0
+                    self._session_graphs.clear()
+                    self._counts_through = None
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:

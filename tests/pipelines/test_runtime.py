@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
+from pipelines.dataflow import Pipeline
 from pipelines.errors import StageNotReadyError
+from pipelines.runtime import Runtime
+from progress.ledger import Ledger
 from tests.pipelines.shop import WORKERS, Shop, oracle, rows_of
 
 pytestmark = pytest.mark.spark
@@ -56,3 +60,41 @@ def test_every_stage_matches_the_oracle_with_late_data(tmp_path: Path, spark: Sp
     assert status["settled"].done == (0, 1, 2)
     assert status["by_region"].done == (0, 1, 2)
     assert shop_.ledger.verify().ok
+
+
+def test_a_union_catalogs_its_inputs_files_and_writes_only_when_columns_differ(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    ab = T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.StringType())])
+    ba = T.StructType([T.StructField("b", T.StringType()), T.StructField("a", T.LongType())])
+    p = Pipeline("unions")
+    left, same, swapped = (
+        p.source("left", schema=ab),
+        p.source("same", schema=ab),
+        p.source("swapped", schema=ba),
+    )
+    p.union("shared", left, same)
+    p.union("mixed", left, swapped)
+    rt = Runtime(p, Ledger(tmp_path / "l.duckdb"), spark, tmp_path / "data")
+    rt.input("left").send(spark.createDataFrame([(1, "x")], ab))
+    rt.input("same").send(spark.createDataFrame([(2, "y"), (3, "z")], ab))
+    rt.input("swapped").send(spark.createDataFrame([("w", 4)], ba))
+    for source in ("left", "same", "swapped"):
+        rt.input(source).close()
+    results = {r.stage: r for r in rt.run()}
+    assert results["shared"].rows == 3
+    assert sorted(tuple(r) for r in rt.read("shared", 0).collect()) == [
+        (1, "x"),
+        (2, "y"),
+        (3, "z"),
+    ]
+    assert sorted(tuple(r) for r in rt.read("mixed", 0).select("a", "b").collect()) == [
+        (1, "x"),
+        (4, "w"),
+    ]
+    inputs = {m.path for s in ("left", "same") for m in rt.ledger.message("unions", s, 0, 0)}
+    assert {m.path for m in rt.ledger.message("unions", "shared", 0, 0)} == inputs
+    assert not (tmp_path / "data" / "unions" / "shared").exists()  # nothing copied
+    assert (tmp_path / "data" / "unions" / "mixed").exists()  # columns differ: written
+    assert rt.collect_garbage(older_than=0) == []  # the shared files stay: they are read
+    assert rt.read("shared", 0).count() == 3
