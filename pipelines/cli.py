@@ -160,6 +160,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backfill(args: argparse.Namespace) -> int:
+    if args.last < args.first:
+        raise UsageError(f"--to {args.last} is before --from {args.first}")
+    rt = runtime(args)
+    started = time.perf_counter()
+    epochs = list(range(args.first, args.last + 1))
+    results = rt.backfill(
+        args.stage, epochs, lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True)
+    )
+    print(
+        f"backfilled {args.stage} epochs {args.first}-{args.last}: {len(results)} stage run(s) "
+        f"in {time.perf_counter() - started:.1f}s"
+    )
+    return 0
+
+
 def cmd_send(args: argparse.Namespace) -> int:
     rt = runtime(args)
     handle = rt.input(args.source, args.worker)
@@ -274,6 +290,46 @@ def _positive(text: str) -> int:
     return value
 
 
+def _engine_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    engine: argparse.ArgumentParser,
+) -> None:
+    """The commands that drive a pipeline: run, backfill, send, advance, close."""
+    run = commands.add_parser(
+        "run", parents=[engine], help="run every ready (stage, epoch) until nothing is ready"
+    )
+    run.set_defaults(handler=cmd_run)
+    backfill = commands.add_parser(
+        "backfill",
+        parents=[engine],
+        help="recompute a stage over epochs with the current code; stale downstream re-runs",
+    )
+    backfill.add_argument("stage")
+    backfill.add_argument("--from", dest="first", type=int, required=True, metavar="EPOCH")
+    backfill.add_argument("--to", dest="last", type=int, required=True, metavar="EPOCH")
+    backfill.set_defaults(handler=cmd_backfill)
+    send = commands.add_parser(
+        "send", parents=[engine], help="send a Parquet file to a source at its worker's epoch"
+    )
+    send.add_argument("source")
+    send.add_argument("file")
+    send.add_argument("--worker", type=int, default=0)
+    send.set_defaults(handler=cmd_send)
+    advance = commands.add_parser(
+        "advance", parents=[engine], help="declare a source worker's epochs before EPOCH complete"
+    )
+    advance.add_argument("source")
+    advance.add_argument("epoch", type=int)
+    advance.add_argument("--worker", type=int, default=0)
+    advance.set_defaults(handler=cmd_advance)
+    close = commands.add_parser(
+        "close", parents=[engine], help="nothing more will come from a source worker"
+    )
+    close.add_argument("source")
+    close.add_argument("--worker", type=int, default=0)
+    close.set_defaults(handler=cmd_close)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="epochgate",
@@ -339,30 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="an example name or module:attribute (default: bank)",
     )
 
-    run = commands.add_parser(
-        "run", parents=[engine], help="run every ready (stage, epoch) until nothing is ready"
-    )
-    run.set_defaults(handler=cmd_run)
-    send = commands.add_parser(
-        "send", parents=[engine], help="send a Parquet file to a source at its worker's epoch"
-    )
-    send.add_argument("source")
-    send.add_argument("file")
-    send.add_argument("--worker", type=int, default=0)
-    send.set_defaults(handler=cmd_send)
-    advance = commands.add_parser(
-        "advance", parents=[engine], help="declare a source worker's epochs before EPOCH complete"
-    )
-    advance.add_argument("source")
-    advance.add_argument("epoch", type=int)
-    advance.add_argument("--worker", type=int, default=0)
-    advance.set_defaults(handler=cmd_advance)
-    close = commands.add_parser(
-        "close", parents=[engine], help="nothing more will come from a source worker"
-    )
-    close.add_argument("source")
-    close.add_argument("--worker", type=int, default=0)
-    close.set_defaults(handler=cmd_close)
+    _engine_commands(commands, engine)
 
     demo = commands.add_parser("demo", help="run the bank example end to end and check it")
     _sizes(demo)

@@ -184,16 +184,65 @@ class Runtime:
             elif not stale:
                 return results
             else:
-                if stale[0] in revised:
-                    stage, epoch = stale[0]
-                    raise PipelineError(
-                        f"stage {stage!r} epoch {epoch} is still stale after it was revised: "
-                        "its output reads an attempt that is not current"
-                    )
-                batch = self.revise(stale[0][0], [stale[0][1]])
-                revised.update((r.stage, r.epoch) for r in batch)
-                for result in batch:
+                for result in self._revise_stale(stale, revised):
                     report(result)
+
+    def _revise_stale(
+        self, stale: list[tuple[str, Time]], revised: set[tuple[str, Time]]
+    ) -> list[RunResult]:
+        """Re-run the earliest stale output (and, for a stateful stage, the epochs after it).
+        ``revised`` remembers what this loop revised: stale again means a cycle of revisions."""
+        stage, epoch = stale[0]
+        if (stage, epoch) in revised:
+            raise PipelineError(
+                f"stage {stage!r} epoch {epoch} is still stale after it was revised: "
+                "its output reads an attempt that is not current"
+            )
+        batch = self.revise(stage, [epoch])
+        revised.update((r.stage, r.epoch) for r in batch)
+        return batch
+
+    def backfill(
+        self,
+        stage_name: str,
+        epochs: Sequence[Time],
+        on_result: Callable[[RunResult], None] | None = None,
+    ) -> list[RunResult]:
+        """Backfill ``stage_name`` over ``epochs`` with the current code and inputs: epochs it
+        has run are revised, epochs it has not run yet are run, then every output the backfill
+        made stale is re-run in epoch order. Frontiers never move back and nothing counts twice.
+
+        When an epoch it has not run is not ready either, nothing runs: the error names that
+        epoch's blockers."""
+        p = self.pipeline.name
+        self._runnable(stage_name)
+        with self.ledger.session():
+            done = set(self.ledger.done_epochs(p, stage_name))
+            tracker = self.ledger.tracker(p)
+            for epoch in sorted(set(epochs) - done):
+                if not tracker.ready(stage_name, epoch):
+                    holds = self.ledger.blockers(p, stage_name, epoch)
+                    raise StageNotReadyError(stage_name, epoch, [h.text for h in holds])
+                if not tracker.stage_batch(stage_name, epoch):
+                    why = ["no input message arrives at this epoch"]
+                    raise StageNotReadyError(stage_name, epoch, why)
+        results: list[RunResult] = []
+
+        def report(batch: list[RunResult]) -> None:
+            results.extend(batch)
+            if on_result is not None:
+                for result in batch:
+                    on_result(result)
+
+        redo = sorted(e for e in set(epochs) if e in done)
+        if redo:
+            report(self.revise(stage_name, redo))
+        for epoch in sorted(set(epochs) - done):
+            report([self.run_stage(stage_name, epoch)])
+        revised = {(r.stage, r.epoch) for r in results}
+        while stale := self.stale():
+            report(self._revise_stale(stale, revised))
+        return results
 
     def stale(self) -> list[tuple[str, Time]]:
         """Done ``(stage, epoch)`` runs whose input was revised since, earliest first."""

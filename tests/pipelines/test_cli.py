@@ -117,5 +117,12 @@ def test_send_advance_close_and_run_from_the_shell(
     rows = {r["stage"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["balances"]["done"] == [0]
     assert rows["region_totals"]["done"] == [0]
+    assert main(["backfill", "valid_wires", "--from", "0", "--to", "0", *where]) == 0
+    out = capsys.readouterr().out
+    assert "bank.valid_wires epoch 0: revised" in out
+    assert "bank.movements epoch 0: revised" in out  # stale downstream re-ran
+    assert "backfilled valid_wires epochs 0-0" in out
+    assert main(["backfill", "valid_wires", "--from", "0", "--to", "1", *where]) == 1
+    assert "stage 'valid_wires' is not ready for epoch 1" in capsys.readouterr().err
     assert main(["run", "-p", "nope", *where]) == 1
     assert "unknown pipeline 'nope'" in capsys.readouterr().err

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.errors import PipelineError
+from pipelines.errors import PipelineError, StageNotReadyError
 from pipelines.examples import bank
 from pipelines.examples.bank_data import Oracle
 from pipelines.examples.demo import run_demo, verify_outputs
 from pipelines.runtime import Runtime
 from progress.ledger import Ledger
 from state_store import KeyedState
-from tests.pipelines.shop import Shop, oracle, rows_of, shop
+from tests.pipelines.shop import WORKERS, Shop, oracle, rows_of, shop
 
 pytestmark = pytest.mark.spark
 
@@ -81,3 +81,33 @@ def test_a_backfill_of_the_same_code_changes_nothing(
         value = rt.state.value_as_of("bank", "balances", {"account_id": 3}, 0)
         assert value is not None
         assert value["_epoch"] == 0
+
+
+def test_a_backfill_fails_fast_on_an_epoch_that_is_not_complete(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    held = Shop(tmp_path, spark)
+    rt = held.rt
+    for epoch in range(2):
+        for source, workers in WORKERS.items():
+            for w in range(workers):
+                if (source, w) == ("orders", 1) and epoch == 1:
+                    continue  # worker 1 of orders holds epoch 1 open
+                held.send(source, w, epoch)
+                rt.input(source, w).advance_to(epoch + 1)
+    rt.run()
+    before = held.ledger.history("shop", "valid_orders", 0).messages
+    with pytest.raises(StageNotReadyError, match="source orders, worker 1, still holds epoch 1"):
+        rt.backfill("valid_orders", [0, 1])
+    assert held.ledger.history("shop", "valid_orders", 0).messages == before  # nothing ran
+
+    results = rt.backfill("valid_orders", [0])
+    ran = [(r.stage, r.epoch, r.status) for r in results]
+    assert ran[0] == ("valid_orders", 0, "revised")
+    assert ("movements", 0, "revised") in ran
+    assert ("by_category", 0, "revised") in ran
+    assert rt.stale() == []
+    expected = oracle(held.files, 0)
+    for stage in ("valid_orders", "movements", "by_category"):
+        assert rows_of(rt.read(stage, 0)) == expected[stage]
+    assert held.ledger.verify().ok
