@@ -2,6 +2,23 @@
 
 from __future__ import annotations
 
-from dagster_project.definitions import build_definitions
+from dagster_project.definitions import build_definitions, pipeline_job
+from dagster_project.partitions import epoch_key, epoch_partitions, key_epoch
+from dagster_project.resources import (
+    LedgerResource,
+    SparkResource,
+    StateStoreResource,
+    build_runtime,
+)
 
-__all__ = ["build_definitions"]
+__all__ = [
+    "build_definitions",
+    "pipeline_job",
+    "LedgerResource",
+    "SparkResource",
+    "StateStoreResource",
+    "build_runtime",
+    "epoch_key",
+    "epoch_partitions",
+    "key_epoch",
+]

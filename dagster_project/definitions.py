@@ -1,14 +1,82 @@
-"""The factory that turns registered pipelines into Dagster ``Definitions``."""
+"""The factory that turns pipelines into Dagster ``Definitions``, and the ``defs`` Dagster loads.
+
+Per pipeline: its epochs as dynamic partitions, one asset per stage (sources as external assets)
+with the pipeline's edges as dependencies, a ledger check per stage, a job that runs the stages
+in one process (a process per step would start a JVM per step), and a frontier sensor.
+
+    defs = build_definitions([bank.pipeline()], ledger=LedgerResource(path="/srv/ledger.duckdb"))
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dagster as dg
 
+from dagster_project.assets import source_specs, stage_asset_keys, stage_assets
+from dagster_project.names import job_name
+from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
+from dagster_project.sensors import DEFAULT_INTERVAL, frontier_sensor
+from pipelines.dataflow import Pipeline
+from pipelines.examples import bank
 
-def build_definitions() -> dg.Definitions:
-    """Definitions for the registered pipelines (none are registered yet)."""
-    return dg.Definitions()
+
+def pipeline_job(pipeline: Pipeline) -> dg.UnresolvedAssetJobDefinition:
+    """The job that materializes a pipeline's stages for one epoch, in one process."""
+    return dg.define_asset_job(
+        job_name(pipeline.name),
+        selection=dg.AssetSelection.assets(*stage_asset_keys(pipeline)),
+        executor_def=dg.in_process_executor,
+        description=f"Runs stages of {pipeline.name} for one epoch, upstream first.",
+    )
 
 
-defs = build_definitions()
-"""What ``workspace.yaml`` loads."""
+def build_definitions(
+    pipelines: Sequence[Pipeline],
+    *,
+    spark: SparkResource | None = None,
+    ledger: LedgerResource | None = None,
+    state: StateStoreResource | None = None,
+    sensor_interval: int = DEFAULT_INTERVAL,
+    sensor_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+) -> dg.Definitions:
+    """Definitions for ``pipelines`` sharing one Spark, ledger and state store.
+
+    Unset resources come from the environment as the CLI reads it (``$EPOCHGATE_SPARK``,
+    ``$EPOCHGATE_LEDGER``, ``$EPOCHGATE_DATA``, ``$EPOCHGATE_HOME``); the state store defaults
+    to ``state.duckdb`` beside the ledger.
+    """
+    names = [p.name for p in pipelines]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"pipelines named more than once: {', '.join(repeated)}")
+    assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
+    jobs: list[dg.UnresolvedAssetJobDefinition] = []
+    sensors: list[dg.SensorDefinition] = []
+    for pipeline in pipelines:
+        pipeline.graph()  # a pipeline that cannot compile fails here, naming the problem
+        job = pipeline_job(pipeline)
+        assets += [*source_specs(pipeline), stage_assets(pipeline)]
+        jobs.append(job)
+        sensors.append(
+            frontier_sensor(
+                pipeline,
+                job,
+                minimum_interval_seconds=sensor_interval,
+                default_status=sensor_status,
+            )
+        )
+    return dg.Definitions(
+        assets=assets,
+        jobs=jobs,
+        sensors=sensors,
+        resources={
+            "spark": spark or SparkResource.from_settings(),
+            "ledger": ledger or LedgerResource.from_settings(),
+            "state": state or StateStoreResource(),
+        },
+    )
+
+
+defs = build_definitions([bank.pipeline()])
+"""What ``workspace.yaml`` loads: the ``bank`` example, with settings from the environment."""

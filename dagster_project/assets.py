@@ -1,0 +1,223 @@
+"""A pipeline's stages as Dagster assets: one asset per stage, its edges as asset dependencies.
+
+All stages of a pipeline share one subsettable multi-asset, so one run can materialize several
+stages of one epoch, upstream first. Each selected stage runs through ``Runtime.run_stage``: a
+stage that is not ready fails the run at once, naming who holds the epoch; a stage already done
+reports the message the ledger holds; a done stage whose input was revised since is revised.
+Sources are external assets in the same group, so the asset graph shows the whole lineage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import get_type_hints
+
+import dagster as dg
+
+from dagster_project.checks import check_spec, check_stage
+from dagster_project.metadata import input_frontiers, materialized
+from dagster_project.names import assets_name, key_stage, stage_key
+from dagster_project.partitions import epoch_key, epoch_partitions, key_epoch
+from dagster_project.resources import (
+    LedgerResource,
+    SparkResource,
+    StateStoreResource,
+    build_runtime,
+)
+from pipelines.dataflow import Pipeline, Stage
+from pipelines.errors import PipelineError, StageNotReadyError
+from pipelines.runtime import RunResult, Runtime
+from progress.ledger import Ledger
+
+KINDS = {"spark"}
+
+Event = dg.MaterializeResult | dg.AssetCheckResult  # type: ignore[type-arg]
+
+
+def lineage(pipeline: Pipeline, stage: Stage) -> list[dg.AssetKey]:
+    """The asset dependencies of ``stage``: its inputs, except the input of a feedback stage,
+    which closes a loop (Dagster's asset graph has no cycles; the loop's delay keeps it sound)."""
+    if stage.kind == "feedback":
+        return []
+    return [stage_key(pipeline.name, upstream) for upstream in dict.fromkeys(stage.inputs)]
+
+
+def describe(stage: Stage) -> str:
+    """A stage's description in the catalog: its kind, and its function's first doc line."""
+    text = {
+        "transform": "Transform",
+        "union": "Union of its inputs",
+        "join": f"Join on {', '.join(stage.options.get('on', ()))}",
+        "stateful": f"Stateful stage keyed by {', '.join(stage.key)} (state carries to the "
+        "next epoch)",
+        "iterate": "Iterative stage: rounds to a fixed point within each epoch",
+        "feedback": f"Feedback: carries {', '.join(stage.inputs)}'s output {stage.delay} "
+        "epoch(s) later (that edge is left out of the asset graph: it closes a loop)",
+        "sink": f"Sink: copies each epoch to {stage.options.get('path', '?')}",
+    }.get(stage.kind, stage.kind)
+    doc = (stage.fn.__doc__ or "").strip().splitlines() if stage.fn is not None else []
+    if doc and stage.kind in ("transform", "stateful", "iterate"):
+        text += f". {doc[0]}"
+    if stage.delay and stage.kind != "feedback":
+        text += f". Its output for epoch t belongs to epoch t + {stage.delay}"
+    return text
+
+
+def stage_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
+    """One spec per stage that runs (not sources), with its dependencies."""
+    partitions = epoch_partitions(pipeline.name)
+    return [
+        dg.AssetSpec(
+            stage_key(pipeline.name, stage.name),
+            deps=lineage(pipeline, stage),
+            description=describe(stage),
+            group_name=pipeline.name,
+            kinds=KINDS,
+            partitions_def=partitions,
+            metadata={"stage_kind": stage.kind, "delay": stage.delay},
+        )
+        for stage in pipeline.stages.values()
+        if not stage.is_source
+    ]
+
+
+def source_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
+    """The pipeline's sources as external assets: fed by their workers' ``send``, never run."""
+    partitions = epoch_partitions(pipeline.name)
+    return [
+        dg.AssetSpec(
+            stage_key(pipeline.name, stage.name),
+            description=(
+                f"Source with {stage.workers} worker(s); data arrives through its input "
+                "handles (send, advance, close), not through Dagster"
+            ),
+            group_name=pipeline.name,
+            kinds=KINDS,
+            partitions_def=partitions,
+            metadata={"stage_kind": "source", "workers": stage.workers},
+        )
+        for stage in pipeline.stages.values()
+        if stage.is_source
+    ]
+
+
+def stage_assets(pipeline: Pipeline) -> dg.AssetsDefinition:
+    """The multi-asset that runs the selected stages of one epoch, upstream first."""
+    stages = [s.name for s in pipeline.stages.values() if not s.is_source]
+
+    def run_stages(
+        context: dg.AssetExecutionContext,
+        spark: SparkResource,
+        ledger: LedgerResource,
+        state: StateStoreResource,
+    ) -> Iterator[Event]:
+        yield from StageRun(context, pipeline, spark, ledger, state).events()
+
+    # Dagster recognises the context parameter by its annotation's class, not by its name, and
+    # this module's annotations are strings until resolved.
+    run_stages.__annotations__ = get_type_hints(run_stages)
+    return dg.multi_asset(
+        name=assets_name(pipeline.name),
+        specs=stage_specs(pipeline),
+        check_specs=[check_spec(pipeline.name, s) for s in stages],
+        can_subset=True,
+        partitions_def=epoch_partitions(pipeline.name),
+    )(run_stages)
+
+
+class StageRun:
+    """One Dagster run's work: the selected stages of one epoch, and their ledger checks."""
+
+    def __init__(
+        self,
+        context: dg.AssetExecutionContext,
+        pipeline: Pipeline,
+        spark: SparkResource,
+        ledger: LedgerResource,
+        state: StateStoreResource,
+    ) -> None:
+        self.context = context
+        self.pipeline = pipeline
+        self.resources = (spark, ledger, state)
+        self.ledger: Ledger = ledger.ledger()
+        self.epoch = key_epoch(context.partition_key)
+        order = pipeline.graph().depths()
+        p = pipeline.name
+        self.stages = sorted(
+            (key_stage(p, k) for k in context.selected_asset_keys), key=lambda s: (order[s], s)
+        )
+        checked = {key_stage(p, k.asset_key) for k in context.selected_asset_check_keys}
+        self.checked = sorted(checked, key=lambda s: (order[s], s))
+
+    def events(self) -> Iterator[Event]:
+        """Materialize the selected stages upstream first, then check the ledger for each stage
+        that materialized or whose check was asked for on its own. A stage that fails stops
+        the run after the checks of the stages before it."""
+        failure: dg.Failure | None = None
+        done: list[str] = []
+        if self.stages:
+            runtime = self._runtime()
+            for stage in self.stages:
+                try:
+                    events = list(self._materialize(runtime, stage))
+                except dg.Failure as err:
+                    failure = err
+                    break
+                yield from events
+                done.append(stage)
+        alone = [s for s in self.checked if s not in self.stages]
+        to_check = [s for s in self.checked if s in done] + alone
+        if to_check:
+            verify = self.ledger.verify()  # one recount of the ledger for every check
+            for stage in to_check:
+                found = check_stage(self.ledger, self.pipeline, stage, self.epoch, verify)
+                yield found.result(self.pipeline.name)
+        if failure is not None:
+            raise failure
+
+    def _runtime(self) -> Runtime:
+        spark, ledger, state = self.resources
+        return build_runtime(self.pipeline, spark=spark, ledger=ledger, state=state)
+
+    def _materialize(self, runtime: Runtime, stage: str) -> Iterator[Event]:
+        p = self.pipeline.name
+        frontier = input_frontiers(self.ledger.tracker(p), self.pipeline.stage(stage))
+        key = stage_key(p, stage)
+        for result in self._run(runtime, stage):
+            here = result.epoch == self.epoch
+            done = materialized(self.ledger, self.pipeline, result, frontier if here else ())
+            if here:
+                self.context.log.info(result.describe())
+                yield dg.MaterializeResult(
+                    asset_key=key, metadata=done.metadata(), data_version=done.data_version()
+                )
+            else:  # a stateful stage revised from this epoch on: its later epochs changed too
+                self.context.log.info(f"{result.describe()} (carried from epoch {self.epoch})")
+                self.context.log_event(
+                    dg.AssetMaterialization(
+                        key, partition=epoch_key(result.epoch), metadata=done.metadata()
+                    )
+                )
+
+    def _run(self, runtime: Runtime, stage: str) -> list[RunResult]:
+        try:
+            result = runtime.run_stage(stage, self.epoch)
+            if result.status == "done-already" and (stage, self.epoch) in runtime.stale():
+                return runtime.revise(stage, [self.epoch])
+        except StageNotReadyError as err:
+            holds = list(dict.fromkeys(err.holds))  # one line per holder, not per input port
+            raise dg.Failure(
+                description=f"stage {stage!r} is not ready for epoch {self.epoch}: "
+                + "; ".join(holds or ["its input is not complete"]),
+                metadata={"stage": stage, "epoch": self.epoch, "holds": holds},
+                allow_retries=False,
+            ) from err
+        except PipelineError as err:
+            raise dg.Failure(
+                description=str(err), metadata={"stage": stage, "epoch": self.epoch}
+            ) from err
+        return [result]
+
+
+def stage_asset_keys(pipeline: Pipeline) -> list[dg.AssetKey]:
+    return [stage_key(pipeline.name, s.name) for s in pipeline.stages.values() if not s.is_source]

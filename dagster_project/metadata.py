@@ -1,0 +1,147 @@
+"""What a stage's materialization records, read from the ledger: its message, its reads, timing.
+
+Every value comes from the ledger after the run committed (or found the epoch already done),
+so the Dagster event says what the ledger holds, never what the run hoped to write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from pipelines.dataflow import Pipeline, Stage
+from pipelines.runtime import RunResult
+from progress import Target, Time, Tracker
+from progress.ledger import Ledger, MessageRecord
+
+
+@dataclass(frozen=True)
+class InputFrontier:
+    """Where one input port of a stage stood when its run was asked for."""
+
+    port: int
+    upstream: str
+    frontier: tuple[Time, ...]
+    """The least epochs that may still arrive at the port; empty once nothing more can."""
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """One ``(stage, epoch)`` as the ledger holds it after a run: what Dagster reports."""
+
+    result: RunResult
+    output_time: Time
+    messages: tuple[MessageRecord, ...]
+    """The current messages of the stage's output at ``output_time`` (one commit)."""
+    attempt: str | None
+    reads: tuple[MessageRecord, ...]
+    """The current messages of the stage's inputs at the run's epoch: what the run read."""
+    frontier: tuple[InputFrontier, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(m.rows for m in self.messages)
+
+    @property
+    def bytes(self) -> int:
+        return sum(m.bytes for m in self.messages)
+
+    @property
+    def batch_id(self) -> int | None:
+        return self.messages[0].batch_id if self.messages else None
+
+    def data_version(self) -> dg.DataVersion | None:
+        """The committed attempt: it changes exactly when the stage's output at the epoch does."""
+        return dg.DataVersion(self.attempt) if self.attempt else None
+
+    def metadata(self) -> dict[str, Any]:
+        r = self.result
+        out: dict[str, Any] = {
+            "epoch": dg.MetadataValue.int(_int(r.epoch)),
+            "status": dg.MetadataValue.text(r.status),
+            "attempt": dg.MetadataValue.text(self.attempt or "-"),
+            "rows": dg.MetadataValue.int(self.rows),
+            # Dagster shows this key as the asset's row count in the catalog.
+            "dagster/row_count": dg.MetadataValue.int(self.rows),
+            "bytes": dg.MetadataValue.int(self.bytes),
+            "seconds": dg.MetadataValue.float(round(r.seconds, 3)),
+            "ledger_batch": dg.MetadataValue.int(self.batch_id or 0),
+            "messages": dg.MetadataValue.json([_message(m) for m in self.messages]),
+            "reads": dg.MetadataValue.json([_message(m) for m in self.reads]),
+            "input_frontier": dg.MetadataValue.json(
+                [
+                    {"port": f.port, "from": f.upstream, "frontier": [_json(t) for t in f.frontier]}
+                    for f in self.frontier
+                ]
+            ),
+        }
+        if self.output_time != r.epoch:
+            out["output_epoch"] = dg.MetadataValue.int(_int(self.output_time))
+        if r.rounds:
+            out["rounds"] = dg.MetadataValue.int(r.rounds)
+        paths = [m.path for m in self.messages if m.path]
+        if len(paths) == 1:
+            out["path"] = dg.MetadataValue.path(paths[0])
+        return out
+
+
+def input_frontiers(tracker: Tracker, stage: Stage) -> tuple[InputFrontier, ...]:
+    """The frontier at each input port of ``stage`` in ``tracker``'s snapshot."""
+    return tuple(
+        InputFrontier(port, upstream, tuple(tracker.frontier(Target(stage.name, port)).elements))
+        for port, upstream in enumerate(stage.inputs)
+    )
+
+
+def output_time(stage: Stage, epoch: Time) -> Time:
+    """The time of the message a stage's run at ``epoch`` announces (later by its delay)."""
+    return epoch + stage.delay if isinstance(epoch, int) else epoch
+
+
+def materialized(
+    ledger: Ledger,
+    pipeline: Pipeline,
+    result: RunResult,
+    frontier: Sequence[InputFrontier] = (),
+) -> Materialized:
+    """Read from the ledger what ``result`` left: the output message and the messages read."""
+    p = pipeline.name
+    stage = pipeline.stage(result.stage)
+    out_time = output_time(stage, result.epoch)
+    with ledger.session():
+        messages = tuple(ledger.message(p, stage.name, 0, out_time))
+        reads = tuple(m for u in stage.inputs for m in ledger.message(p, u, 0, result.epoch))
+        attempt = result.attempt
+        if attempt is None and messages:  # done already: the attempt of the run that committed
+            batch = messages[0].batch_id
+            runs = ledger.history(p, stage.name, result.epoch).runs
+            attempt = next(
+                (r.attempt for r in runs if r.batch_id == batch and r.status == "succeeded"),
+                None,
+            )
+    return Materialized(result, out_time, messages, attempt, reads, tuple(frontier))
+
+
+def _message(m: MessageRecord) -> Mapping[str, Any]:
+    return {
+        "stage": m.stage,
+        "port": m.port,
+        "epoch": _json(m.time),
+        "attempt": m.attempt,
+        "rows": m.rows,
+        "bytes": m.bytes,
+        "batch": m.batch_id,
+    }
+
+
+def _json(t: Time) -> Any:
+    return t if isinstance(t, int) else str(t)
+
+
+def _int(t: Time) -> int:
+    if not isinstance(t, int):
+        raise TypeError(f"pipeline stages run at int epochs, not {t!r}")
+    return t

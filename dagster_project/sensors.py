@@ -1,0 +1,305 @@
+"""The frontier sensor of a pipeline: each tick, ask the ledger what can run, and request it.
+
+A tick adds a partition for every epoch the pipeline has reached, then requests one run per
+epoch with work: the stages the ledger finds ready (every message they will read for the epoch
+has arrived) or stale (a revision replaced what they read), upstream first. A run key names the
+epoch, the stages and the input messages they read, so a request is made once for the same work
+and again when the work changes. Stages already in a queued or running Dagster run are left out.
+When nothing can run, the skip reason says who holds each waiting epoch, in plain words.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+
+import dagster as dg
+
+from dagster_project.names import (
+    EPOCH_TAG,
+    PARTITION_TAG,
+    PIPELINE_TAG,
+    STAGES_TAG,
+    check_key,
+    job_name,
+    sensor_name,
+    stage_key,
+)
+from dagster_project.partitions import (
+    EpochKeyError,
+    epoch_key,
+    epoch_partitions,
+    key_epoch,
+    partitions_name,
+)
+from dagster_project.resources import LedgerResource
+from pipelines.dataflow import Pipeline
+from progress.ledger import Ledger, StageStatus
+
+DEFAULT_INTERVAL = 30
+"""Seconds between ticks: a frontier moves when data is sent or a run commits."""
+
+IN_FLIGHT = (
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+)
+"""Run statuses whose stages must not be requested again: the run may still commit them."""
+
+
+@dataclass(frozen=True)
+class EpochWork:
+    """The stages that can run at one epoch, upstream first, and what they will read."""
+
+    pipeline: str
+    epoch: int
+    stages: tuple[str, ...]
+    digest: str
+    """A digest of the current input messages of these stages at the epoch."""
+
+    @property
+    def run_key(self) -> str:
+        stages = "+".join(self.stages)
+        return f"{self.pipeline}:{epoch_key(self.epoch)}:{stages}:{self.digest}"
+
+    def run_request(self) -> dg.RunRequest:
+        return dg.RunRequest(
+            run_key=self.run_key,
+            partition_key=epoch_key(self.epoch),
+            asset_selection=[stage_key(self.pipeline, s) for s in self.stages],
+            asset_check_keys=[check_key(self.pipeline, s) for s in self.stages],
+            tags={
+                PIPELINE_TAG: self.pipeline,
+                EPOCH_TAG: str(self.epoch),
+                STAGES_TAG: ",".join(self.stages),
+            },
+        )
+
+
+@dataclass(frozen=True)
+class Tick:
+    """What one look at the ledger finds for a pipeline."""
+
+    pipeline: str
+    work: tuple[EpochWork, ...]
+    epochs: tuple[int, ...]
+    """Every epoch some stage has reached (pending or done): each needs a partition."""
+    held: tuple[tuple[int, tuple[str, ...]], ...]
+    """Per epoch that waits, who holds it, in plain words (sources first)."""
+    in_flight: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    """Stages left out because a queued or running Dagster run has them, per epoch."""
+    inputs: tuple[str, ...] = ()
+    """The input workers that hold the earliest open epoch, in plain words (none once every
+    input is closed)."""
+
+    def waiting_lines(self) -> list[str]:
+        return [f"epoch {epoch} waits: {'; '.join(holds)}" for epoch, holds in self.held]
+
+    def skip_reason(self) -> str:
+        """Why nothing was requested: what runs, what holds each waiting epoch, and (when no
+        stage waits) which input workers hold the next epoch."""
+        parts = [
+            f"epoch {epoch} is running ({', '.join(stages)})"
+            for epoch, stages in sorted(self.in_flight.items())
+        ]
+        parts += self.waiting_lines()
+        if not self.held:
+            if not self.in_flight:
+                parts.append("nothing waits: every message sent so far has been processed")
+            parts.append("; ".join(self.inputs) if self.inputs else "every input is closed")
+        return " ".join(
+            _sentence(part) for part in [f"nothing to run in pipeline {self.pipeline}", *parts]
+        )
+
+
+def read_tick(
+    ledger: Ledger, pipeline: Pipeline, in_flight: Mapping[int, set[str]] | None = None
+) -> Tick:
+    """Read the ledger's status of ``pipeline`` and the work it allows, leaving out the stages
+    of ``in_flight`` (per epoch, stages a Dagster run already has)."""
+    p = pipeline.name
+    in_flight = in_flight or {}
+    with ledger.session():
+        statuses = ledger.status(p)
+        carries = {name for name, s in pipeline.stages.items() if s.kind == "stateful"}
+        known = [s for s in statuses if s.stage in pipeline.stages]
+        work = plan_work(known, in_flight, carries)
+        digests = {
+            epoch: _digest(ledger, pipeline, epoch, stages) for epoch, stages in work.items()
+        }
+    epochs: set[int] = set()
+    held: dict[int, list[str]] = {}
+    for s in statuses:
+        if s.is_input:
+            continue
+        for t in (*s.done, *s.ready, *s.running, *s.waiting, *s.stale):
+            if isinstance(t, int):
+                epochs.add(t)
+        if s.waiting and isinstance(s.waiting[0], int):
+            texts = held.setdefault(s.waiting[0], [])
+            for hold in s.holds:
+                if hold.text not in texts:
+                    texts.append(hold.text)
+    return Tick(
+        p,
+        tuple(EpochWork(p, t, stages, digests[t]) for t, stages in sorted(work.items())),
+        tuple(sorted(epochs)),
+        tuple((t, tuple(sorted(texts, key=_sources_first))) for t, texts in sorted(held.items())),
+        {t: tuple(sorted(s)) for t, s in in_flight.items() if s},
+        _open_inputs(statuses),
+    )
+
+
+def _sentence(text: str) -> str:
+    return f"{text[:1].upper()}{text[1:]}."
+
+
+def _sources_first(text: str) -> bool:
+    return not text.startswith("source ")
+
+
+def plan_work(
+    statuses: Sequence[StageStatus],
+    in_flight: Mapping[int, set[str]],
+    carries: AbstractSet[str] = frozenset(),
+) -> dict[int, tuple[str, ...]]:
+    """Per epoch, the stages to run there, in the status order (upstream first): those ready or
+    stale, except stages already in flight at that epoch.
+
+    A stage in ``carries`` keeps state from epoch to epoch, so it gets one epoch at a time, and
+    none while a run of it is in flight: its earliest stale epoch (revising it recomputes every
+    later one from the state before it), else its ready epoch.
+
+    >>> from progress.ledger import StageStatus
+    >>> balances = StageStatus("bank", "balances", False, (2,), (0, 1), (2,), (), (), stale=(0, 1))
+    >>> plan_work([balances], {}, {"balances"})
+    {0: ('balances',)}
+    >>> plan_work([balances], {}, set())
+    {2: ('balances',), 0: ('balances',), 1: ('balances',)}
+    """
+    busy = {stage for stages in in_flight.values() for stage in stages}
+    out: dict[int, list[str]] = {}
+    for s in statuses:
+        if s.is_input:
+            continue
+        epochs = [t for t in (*s.ready, *s.stale) if isinstance(t, int)]
+        if s.stage in carries:
+            if s.stage in busy:
+                continue
+            stale = [t for t in s.stale if isinstance(t, int)]
+            epochs = [min(stale)] if stale else epochs[:1]
+        for t in epochs:
+            if s.stage in in_flight.get(t, set()):
+                continue
+            stages = out.setdefault(t, [])
+            if s.stage not in stages:
+                stages.append(s.stage)
+    return {t: tuple(stages) for t, stages in out.items()}
+
+
+def _digest(ledger: Ledger, pipeline: Pipeline, epoch: int, stages: Sequence[str]) -> str:
+    """A short digest of the input messages the stages read at ``epoch``: it changes when a
+    revision replaces one, so the same stages can be requested again for the new input."""
+    read = sorted(
+        (stage, upstream, m.attempt)
+        for stage in stages
+        for upstream in pipeline.stage(stage).inputs
+        for m in ledger.message(pipeline.name, upstream, 0, epoch)
+    )
+    return hashlib.sha256(json.dumps(read).encode()).hexdigest()[:12]
+
+
+def _open_inputs(statuses: Sequence[StageStatus]) -> tuple[str, ...]:
+    """The input workers at the earliest epoch any input still holds, one line per source."""
+    held = [
+        (t, s.stage, w) for s in statuses if s.is_input for w, t in s.workers if isinstance(t, int)
+    ]
+    if not held:
+        return ()
+    first = min(t for t, _, _ in held)
+    workers: dict[str, list[int]] = {}
+    for t, source, w in held:
+        if t == first:
+            workers.setdefault(source, []).append(w)
+    return tuple(
+        f"source {source}, worker {ws[0]}, still holds epoch {first}"
+        if len(ws) == 1
+        else f"source {source}, workers {', '.join(map(str, ws))}, still hold epoch {first}"
+        for source, ws in workers.items()
+    )
+
+
+def in_flight_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[int, set[str]]:
+    """Per epoch, the stages of ``pipeline`` that a queued or running Dagster run will
+    materialize (whoever launched it: this sensor, a backfill or the UI)."""
+    p = pipeline.name
+    everything = {stage_key(p, s.name) for s in pipeline.stages.values() if not s.is_source}
+    out: dict[int, set[str]] = {}
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_FLIGHT))):
+        partition = run.tags.get(PARTITION_TAG)
+        if partition is None:
+            continue
+        try:
+            epoch = key_epoch(partition)
+        except EpochKeyError:
+            continue
+        if run.asset_selection is not None:
+            keys = set(run.asset_selection) & everything
+        elif run.job_name == job_name(p):
+            keys = everything
+        else:
+            continue
+        if keys:
+            out.setdefault(epoch, set()).update(k.path[1] for k in keys)
+    return out
+
+
+def frontier_sensor(
+    pipeline: Pipeline,
+    job: dg.UnresolvedAssetJobDefinition,
+    *,
+    minimum_interval_seconds: int = DEFAULT_INTERVAL,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+) -> dg.SensorDefinition:
+    """The sensor that runs ``pipeline``'s stages as their epochs become ready."""
+    p = pipeline.name
+    partitions = epoch_partitions(p)
+
+    @dg.sensor(
+        name=sensor_name(p),
+        job=job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=(
+            f"Requests a run for each epoch of {p} with ready or stale stages (from the ledger's "
+            "frontiers); when nothing can run, says who holds each waiting epoch."
+        ),
+    )
+    def frontier(context: dg.SensorEvaluationContext, ledger: LedgerResource) -> dg.SensorResult:
+        if not ledger.exists():
+            return dg.SensorResult(
+                skip_reason=f"No ledger at {ledger.ledger_path} yet: nothing was sent to {p}."
+            )
+        book = ledger.ledger()
+        if p not in book.pipelines():
+            return dg.SensorResult(
+                skip_reason=f"Pipeline {p} is not in the ledger at {book.path} yet: "
+                "nothing was sent to it."
+            )
+        tick = read_tick(book, pipeline, in_flight_stages(context.instance, pipeline))
+        known = set(context.instance.get_dynamic_partitions(partitions_name(p)))
+        new = [k for k in map(epoch_key, tick.epochs) if k not in known]
+        adds = [partitions.build_add_request(new)] if new else []
+        if not tick.work:
+            return dg.SensorResult(skip_reason=tick.skip_reason(), dynamic_partitions_requests=adds)
+        for line in tick.waiting_lines():
+            context.log.info(line)
+        requests = [w.run_request() for w in tick.work]
+        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds)
+
+    return frontier

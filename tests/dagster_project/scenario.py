@@ -1,0 +1,59 @@
+"""The bank example under Dagster, as the tests set it up: inputs, ledger, Definitions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import dagster as dg
+from pyspark.sql import SparkSession
+
+from dagster_project.resources import LedgerResource
+from pipelines.examples import bank
+from pipelines.examples.bank_data import DemoData
+from pipelines.runtime import Runtime
+from tests.dagster_project.driver import Driver
+
+HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)
+"""The card worker whose late file holds an epoch open."""
+
+
+@dataclass
+class Bank:
+    """The bank example under Dagster: its inputs, ledger, Definitions, a driver and the
+    Runtime the sources send through (the way an ingestion process would)."""
+
+    data: DemoData
+    ledger: LedgerResource
+    defs: dg.Definitions
+    drive: Driver
+    spark: SparkSession
+
+    @cached_property
+    def rt(self) -> Runtime:
+        """The sources' side (created on first use: it registers the pipeline in the ledger)."""
+        return Runtime(bank.pipeline(), self.ledger.ledger(), self.spark, self.ledger.data_root)
+
+    def send_epoch(self, epoch: int, *, hold: bool = False) -> None:
+        """Every worker sends its files for ``epoch`` and advances past it; with ``hold``, the
+        held worker sends only its first file and keeps the epoch open."""
+        for source, workers in bank.WORKERS.items():
+            for w in range(workers):
+                files = self.data.files(source, epoch, w)
+                if hold and (source, w) == HELD:
+                    self.rt.input(source, w).send(files[0])
+                    continue
+                for path in files:
+                    self.rt.input(source, w).send(path)
+                self.rt.input(source, w).advance_to(epoch + 1)
+
+    def release(self, epoch: int) -> None:
+        """The held worker sends its late file for ``epoch`` and advances past it."""
+        source, w = HELD
+        self.rt.input(source, w).send(self.data.files(source, epoch, w)[-1])
+        self.rt.input(source, w).advance_to(epoch + 1)
+
+    def close_inputs(self) -> None:
+        for source, workers in bank.WORKERS.items():
+            for w in range(workers):
+                self.rt.input(source, w).close()
