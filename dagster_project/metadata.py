@@ -15,7 +15,7 @@ import dagster as dg
 from pipelines.dataflow import Pipeline, Stage
 from pipelines.runtime import RunResult
 from progress import Target, Time, Tracker
-from progress.ledger import Ledger, MessageRecord
+from progress.ledger import Ledger, MessageRecord, MessageRef
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,8 @@ class Materialized:
     messages: tuple[MessageRecord, ...]
     """The current messages of the stage's output at ``output_time`` (one commit)."""
     attempt: str | None
-    reads: tuple[MessageRecord, ...]
-    """The current messages of the stage's inputs at the run's epoch: what the run read."""
+    reads: tuple[MessageRef, ...]
+    """The input messages, and their attempts, that the committed output read (its lineage)."""
     frontier: tuple[InputFrontier, ...]
 
     @property
@@ -70,7 +70,12 @@ class Materialized:
             "seconds": dg.MetadataValue.float(round(r.seconds, 3)),
             "ledger_batch": dg.MetadataValue.int(self.batch_id or 0),
             "messages": dg.MetadataValue.json([_message(m) for m in self.messages]),
-            "reads": dg.MetadataValue.json([_message(m) for m in self.reads]),
+            "reads": dg.MetadataValue.json(
+                [
+                    {"stage": r.stage, "port": r.port, "epoch": _json(r.time), "attempt": r.attempt}
+                    for r in self.reads
+                ]
+            ),
             "input_frontier": dg.MetadataValue.json(
                 [
                     {"port": f.port, "from": f.upstream, "frontier": [_json(t) for t in f.frontier]}
@@ -113,7 +118,7 @@ def materialized(
     out_time = output_time(stage, result.epoch)
     with ledger.session():
         messages = tuple(ledger.message(p, stage.name, 0, out_time))
-        reads = tuple(m for u in stage.inputs for m in ledger.message(p, u, 0, result.epoch))
+        reads = tuple(ledger.reads(p, stage.name, result.epoch))
         attempt = result.attempt
         if attempt is None and messages:  # done already: the attempt of the run that committed
             batch = messages[0].batch_id

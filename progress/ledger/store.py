@@ -40,6 +40,7 @@ from progress.ledger.records import (
     Hold,
     MessageEntry,
     MessageRecord,
+    MessageRef,
     Origin,
     PartialBatch,
     RunRecord,
@@ -51,7 +52,7 @@ from progress.ledger.schema import VERSION, current_version, migrate
 from progress.location import Location, Source, Target
 from progress.spec import diff, from_spec, spec_hash, to_spec
 from progress.timestamp import Product, Time, validate_time
-from progress.tracker import Tracker, Update
+from progress.tracker import Blocker, Tracker, Update
 
 DEFAULT_PATH = Path(".epochgate") / "ledger.duckdb"
 DEFAULT_LOCK_TIMEOUT = 60.0
@@ -607,6 +608,7 @@ class Ledger:
     ) -> list[Hold]:
         graph = tracker.graph
         holds: list[Hold] = []
+        waiting: dict[tuple[str, Time], list[Blocker]] = {}
         for b in tracker.blockers(stage, time):
             node = b.location.node
             when = describe_time(b.time)
@@ -624,13 +626,16 @@ class Ledger:
                     who = f"worker {w}" if w is not None else f"{b.count} worker(s)"
                     holds.append(Hold(b, f"source {node}, {who}, still holds {when}", workers))
             elif isinstance(b.location, Target):
-                if node == stage:
-                    text = f"{stage} must first run {when} ({b.count} message(s) waiting)"
-                else:
-                    text = f"stage {node} has not run {when} yet ({b.count} message(s) waiting)"
-                holds.append(Hold(b, text))
+                waiting.setdefault((node, b.time), []).append(b)
             else:
                 holds.append(Hold(b, f"stage {node} still holds {when}"))
+        for (node, t), found in waiting.items():  # one line per stage, whatever its ports
+            count, when = sum(b.count for b in found), describe_time(t)
+            if node == stage:
+                text = f"{stage} must first run {when} ({count} message(s) waiting)"
+            else:
+                text = f"stage {node} has not run {when} yet ({count} message(s) waiting)"
+            holds.append(Hold(found[0], text))
         return holds
 
     def message(self, pipeline: str, stage: str, port: int, time: Time) -> list[MessageRecord]:
@@ -669,6 +674,22 @@ class Ledger:
             [pipeline, stage],
         )
         return [decode(t0, t1) for t0, t1 in rows]
+
+    def reads(self, pipeline: str, stage: str, time: Time) -> list[MessageRef]:
+        """The input messages (and their attempts) that the current output of the run
+        ``(stage, time)`` read: its message-level lineage."""
+        t0, t1 = encode(time)
+        rows = self._query(
+            """
+            SELECT DISTINCT r.input_stage, r.input_port, r.input_t0, r.input_t1, r.input_attempt
+            FROM reads r JOIN messages o ON o.pipeline = r.pipeline AND o.stage = r.stage
+                AND o.attempt = r.attempt AND o.current
+            WHERE r.pipeline = ? AND r.stage = ? AND r.t0 = ? AND r.t1 = ?
+            ORDER BY ALL
+            """,
+            [pipeline, stage, t0, t1],
+        )
+        return [MessageRef(s, p, decode(a, b), att) for s, p, a, b, att in rows]
 
     def stale(self, pipeline: str) -> list[tuple[str, Time]]:
         """Runs ``(stage, time)`` whose current output read an input attempt that has since

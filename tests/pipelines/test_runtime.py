@@ -94,6 +94,10 @@ def test_a_union_catalogs_its_inputs_files_and_writes_only_when_columns_differ(
     ]
     inputs = {m.path for s in ("left", "same") for m in rt.ledger.message("unions", s, 0, 0)}
     assert {m.path for m in rt.ledger.message("unions", "shared", 0, 0)} == inputs
+    read = {(r.stage, r.attempt) for r in rt.ledger.reads("unions", "shared", 0)}
+    assert read == {
+        (s, m.attempt) for s in ("left", "same") for m in rt.ledger.message("unions", s, 0, 0)
+    }
     assert not (tmp_path / "data" / "unions" / "shared").exists()  # nothing copied
     assert (tmp_path / "data" / "unions" / "mixed").exists()  # columns differ: written
     assert rt.collect_garbage(older_than=0) == []  # the shared files stay: they are read
