@@ -26,9 +26,25 @@ install: $(STAMP) ## Create .venv and install epochgate with the dev extras
 test: $(STAMP) ## Run the whole test suite
 	$(BIN)/pytest -q
 
+# The demo's Dagster instance (DAGSTER_HOME) and its ledger and data, under the state directory.
+EPOCHGATE_HOME ?= .epochgate
+UI_PORT ?= 3000
+DAGSTER_DIR = $(abspath $(EPOCHGATE_HOME)/dagster)
+DEMO_DIR = $(abspath $(EPOCHGATE_HOME)/demo)
+
 .PHONY: demo
-demo: $(STAMP) ## Run the bank example end to end (late data included) and check it
-	$(BIN)/epochgate demo
+demo: $(STAMP) ## Run the bank example through Dagster (late data included) and check it
+	$(BIN)/python -m dagster_project.demo
+
+.PHONY: ui
+ui: $(STAMP) ## Dagster UI and daemon on the demo's instance (UI_PORT=3000)
+	@echo "Dagster UI: http://127.0.0.1:$(UI_PORT)  (instance $(DAGSTER_DIR); Ctrl-C stops it)"
+	@test -f $(DEMO_DIR)/ledger.duckdb || echo "no demo ledger in $(DEMO_DIR) yet: run make demo"
+	@mkdir -p $(DAGSTER_DIR)
+	@test -f $(DAGSTER_DIR)/dagster.yaml || cp dagster_project/dagster.yaml $(DAGSTER_DIR)/
+	DAGSTER_HOME=$(DAGSTER_DIR) EPOCHGATE_LEDGER=$(DEMO_DIR)/ledger.duckdb \
+		EPOCHGATE_DATA=$(DEMO_DIR)/data \
+		$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
 .PHONY: unit
 unit: $(STAMP) ## Run only the fast, pure unit tests

@@ -31,6 +31,10 @@ from progress.ledger import Ledger
 
 KINDS = {"spark"}
 
+POOL = "spark"
+"""The Dagster concurrency pool of every stage run: the instance's limit on it (``dagster.yaml``,
+2 by default) caps how many runs use Spark at once."""
+
 Event = dg.MaterializeResult | dg.AssetCheckResult  # type: ignore[type-arg]
 
 
@@ -122,6 +126,7 @@ def stage_assets(pipeline: Pipeline) -> dg.AssetsDefinition:
         check_specs=[check_spec(pipeline.name, s) for s in stages],
         can_subset=True,
         partitions_def=epoch_partitions(pipeline.name),
+        pool=POOL,
     )(run_stages)
 
 

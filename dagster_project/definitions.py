@@ -9,6 +9,7 @@ in one process (a process per step would start a JVM per step), and a frontier s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import dagster as dg
@@ -78,5 +79,22 @@ def build_definitions(
     )
 
 
-defs = build_definitions([bank.pipeline()])
-"""What ``workspace.yaml`` loads: the ``bank`` example, with settings from the environment."""
+SENSOR_INTERVAL_ENV = "EPOCHGATE_SENSOR_INTERVAL"
+"""Seconds between two ticks of each frontier sensor that ``defs`` defines."""
+
+
+def sensor_interval_setting() -> int:
+    """``$EPOCHGATE_SENSOR_INTERVAL`` (whole seconds, at least 1), else 30."""
+    text = os.environ.get(SENSOR_INTERVAL_ENV, "").strip()
+    if not text:
+        return DEFAULT_INTERVAL
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise ValueError(
+            f"{SENSOR_INTERVAL_ENV} must be a whole number of seconds, at least 1; got {text!r}"
+        )
+    return int(text)
+
+
+defs = build_definitions([bank.pipeline()], sensor_interval=sensor_interval_setting())
+"""What ``workspace.yaml`` loads: the ``bank`` example, with settings from the environment
+(``$EPOCHGATE_SENSOR_INTERVAL`` sets how often its frontier sensor ticks)."""

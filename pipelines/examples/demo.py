@@ -74,30 +74,14 @@ def run_demo(
     started = time.perf_counter()
     for epoch in range(epochs):
         echo(f"epoch {epoch}: sending")
-        for source, workers in bank.WORKERS.items():
-            for w in range(workers):
-                if (source, w) == HELD and epoch >= data.late_epoch:
-                    if epoch == data.late_epoch:
-                        _send(rt, data, source, w, epoch, first_only=True)
-                    continue  # holds the late epoch open: the rest of its data waits
-                _send(rt, data, source, w, epoch)
-                rt.input(source, w).advance_to(epoch + 1)
+        send_epoch(rt, data, epoch)
         rt.run(progress)
 
     echo("\nstatus while worker 2 of card_payments holds the late epoch:")
     echo(reports.status_table(ledger.status("bank")))
 
     echo(f"\nreleasing: the late file of epoch {data.late_epoch} arrives")
-    source, w = HELD
-    for epoch in range(data.late_epoch, epochs):
-        if epoch == data.late_epoch:
-            rt.input(source, w).send(data.files(source, epoch, w)[-1])
-        else:
-            _send(rt, data, source, w, epoch)
-        rt.input(source, w).advance_to(epoch + 1)
-    for src, workers in bank.WORKERS.items():
-        for worker in range(workers):
-            rt.input(src, worker).close()
+    release(rt, data)
     rt.run(progress)
     seconds = time.perf_counter() - started
 
@@ -118,12 +102,33 @@ def run_demo(
     return summary
 
 
-def _send(
-    rt: Runtime, data: DemoData, source: str, worker: int, epoch: int, *, first_only: bool = False
-) -> None:
-    files = data.files(source, epoch, worker)
-    for path in files[:1] if first_only else files:
-        rt.input(source, worker).send(path)
+def send_epoch(rt: Runtime, data: DemoData, epoch: int) -> None:
+    """Every worker sends its files for ``epoch`` and advances past it, except the held worker:
+    at the late epoch it sends only its first file, and from then on it waits."""
+    for source, workers in bank.WORKERS.items():
+        for worker in range(workers):
+            files = data.files(source, epoch, worker)
+            if (source, worker) == HELD and epoch >= data.late_epoch:
+                if epoch == data.late_epoch:
+                    rt.input(source, worker).send(files[0])
+                continue
+            for path in files:
+                rt.input(source, worker).send(path)
+            rt.input(source, worker).advance_to(epoch + 1)
+
+
+def release(rt: Runtime, data: DemoData) -> None:
+    """The held worker sends its late file and every epoch after it; every worker closes."""
+    source, worker = HELD
+    handle = rt.input(source, worker)
+    for epoch in range(data.late_epoch, data.epochs):
+        files = data.files(source, epoch, worker)
+        for path in files[1:] if epoch == data.late_epoch else files:
+            handle.send(path)
+        handle.advance_to(epoch + 1)
+    for src, workers in bank.WORKERS.items():
+        for w in range(workers):
+            rt.input(src, w).close()
 
 
 def verify_outputs(rt: Runtime, oracle: Oracle, epochs: int) -> list[str]:

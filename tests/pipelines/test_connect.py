@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sockets import accepts, free_port
+
 pytestmark = pytest.mark.spark
 
 EPOCHGATE = Path(sys.executable).parent / "epochgate"
@@ -34,13 +36,6 @@ class Server:
     @property
     def url(self) -> str:
         return f"sc://127.0.0.1:{self.port}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def epochgate(*args: str, home: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
@@ -75,14 +70,6 @@ def alive(pid: int) -> bool:
         if state not in ("Z", "X"):
             return True
     return False
-
-
-def accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
-    except OSError:
-        return False
-    return True
 
 
 def kill_leftovers(home: Path) -> None:

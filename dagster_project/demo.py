@@ -1,0 +1,265 @@
+"""``python -m dagster_project.demo``: the bank example driven through Dagster, checked.
+
+The same story as ``epochgate demo``, with Dagster in charge of the runs: seeded inputs are
+sent epoch by epoch while worker 2 of ``card_payments`` holds the late epoch open; after each
+epoch the frontier sensor ticks and its runs execute in this process (as the daemon would
+launch them), until the sensor has nothing to run. The sensor's reason then names the worker
+that holds the epoch; the late file arrives, every input closes, the sensor runs the rest, and
+every stage at every epoch is compared with the same computation in DuckDB SQL over the raw
+inputs. The process exits non-zero on a mismatch or a failed run.
+
+Everything lands in a persistent Dagster instance, ``$EPOCHGATE_HOME/dagster`` (default
+``.epochgate/dagster``; it is the ``DAGSTER_HOME`` of the demo and of ``make ui``, with the
+project's ``dagster.yaml`` copied in when it has none), so ``make ui`` shows the runs,
+partitions, materializations and checks. The demo's inputs, ledger, data and state live in
+``$EPOCHGATE_HOME/demo``, replaced on each run (as ``epochgate demo`` does); the instance's epoch
+partitions start over with them, while earlier runs stay in its history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from dagster_project.definitions import build_definitions
+from dagster_project.driver import DriveError, Driver, LaunchedRun
+from dagster_project.names import job_name
+from dagster_project.partitions import partitions_name
+from dagster_project.resources import LedgerResource, SparkResource
+from dagster_project.sensors import IN_FLIGHT
+from pipelines import reports
+from pipelines.examples import bank
+from pipelines.examples.bank_data import ORACLE_SQL, Oracle, generate
+from pipelines.examples.demo import HELD, release, send_epoch, verify_outputs
+from pipelines.runtime import Runtime
+from pipelines.settings import state_dir
+from pipelines.spark import master_url, quiet, spark_session
+from progress import EpochgateError
+
+INSTANCE_DIR = "dagster"
+"""The Dagster instance's directory under the state directory."""
+DEMO_DIR = "demo"
+"""The demo's inputs, ledger, data and state under the state directory (replaced each run)."""
+INSTANCE_CONFIG = Path(__file__).with_name("dagster.yaml")
+"""The project's instance settings: the ``spark`` pool's limit."""
+DAEMON_SILENCE = 60.0
+"""Seconds without a daemon heartbeat after which no daemon is taken to use the instance (a
+live one beats every 30 seconds)."""
+
+Echo = Callable[[str], None]
+
+
+class DemoError(EpochgateError):
+    """The demo cannot start: something else uses its Dagster instance."""
+
+
+@dataclass(frozen=True)
+class DagsterDemoSummary:
+    """What the demo did: its sizes, the Dagster runs, timing and the oracle's verdict."""
+
+    epochs: int
+    input_rows: int
+    runs: tuple[LaunchedRun, ...]
+    seconds: float
+    """From the first send to the end of the last run."""
+    mismatches: tuple[str, ...]
+    failure: str | None = None
+    """Why driving stopped early (a failed run), if it did."""
+
+    @property
+    def succeeded(self) -> int:
+        return sum(r.success for r in self.runs)
+
+    @property
+    def verified(self) -> bool:
+        return self.failure is None and not self.mismatches
+
+    @property
+    def ok(self) -> bool:
+        return self.verified and self.succeeded == len(self.runs)
+
+
+def instance_home(state: Path | None = None) -> Path:
+    """The demo's Dagster instance directory, created with the project's ``dagster.yaml`` in it
+    when it has none (an existing one is left as the user made it)."""
+    home = ((state or state_dir()) / INSTANCE_DIR).resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        shutil.copyfile(INSTANCE_CONFIG, config)
+    return home
+
+
+def check_no_daemon(instance: dg.DagsterInstance, *, now: float | None = None) -> None:
+    """Refuse to start while a Dagster daemon uses ``instance``: its frontier sensor would run
+    the demo's epochs too, and the demo would verify outputs still being written."""
+    beats = instance.get_daemon_heartbeats().values()
+    latest = max((b.timestamp for b in beats), default=None)
+    now = time.time() if now is None else now
+    if latest is not None and now - latest < DAEMON_SILENCE:
+        where = instance.root_directory if instance.is_persistent else "this instance"
+        raise DemoError(
+            f"a Dagster daemon uses the instance at {where} (its last heartbeat is "
+            f"{now - latest:.0f}s old): stop `make ui` / `dagster dev` first, or wait a minute "
+            "if you just did"
+        )
+
+
+def fail_left_over_runs(instance: dg.DagsterInstance, pipeline: str = "bank") -> list[str]:
+    """Mark the pipeline's runs that an earlier, interrupted demo left queued or running as
+    failed (no daemon runs them, and the ledger they read is replaced); return their ids.
+    Left in flight, they would keep the sensor from requesting their stages."""
+    runs = instance.get_runs(
+        filters=dg.RunsFilter(job_name=job_name(pipeline), statuses=list(IN_FLIGHT))
+    )
+    for run in runs:
+        instance.report_run_failed(
+            run, message="Its process ended without finishing it (an interrupted demo)."
+        )
+    return [run.run_id for run in runs]
+
+
+def drop_epoch_partitions(instance: dg.DagsterInstance, pipeline: str = "bank") -> None:
+    """Forget the epoch partitions of an earlier demo, whose ledger is being replaced: the
+    sensor adds this demo's epochs again as it reaches them (their history stays)."""
+    name = partitions_name(pipeline)
+    for key in instance.get_dynamic_partitions(name):
+        instance.delete_dynamic_partition(name, key)
+
+
+def run_demo(
+    home: Path,
+    instance: dg.DagsterInstance,
+    *,
+    epochs: int = 4,
+    rows: int = 2000,
+    accounts: int = 200,
+    seed: int = 42,
+    spark_master: str | None = None,
+    echo: Echo = print,
+) -> DagsterDemoSummary:
+    """Run the demo (see the module docs) with its state in ``home`` (replaced) and its runs in
+    ``instance``."""
+    check_no_daemon(instance)
+    for run_id in fail_left_over_runs(instance):
+        echo(f"marked run {run_id} of an interrupted demo as failed")
+    drop_epoch_partitions(instance)
+    if home.exists():
+        shutil.rmtree(home)
+    echo(f"generating {epochs} epochs of ~{rows} rows over {accounts} accounts (seed {seed})")
+    data = generate(home / "inputs", epochs=epochs, rows=rows, accounts=accounts, seed=seed)
+    echo("starting Spark")
+    spark = spark_session(spark_master)
+    quiet(spark)
+    ledger = LedgerResource(path=str(home / "ledger.duckdb"), data_dir=str(home / "data"))
+    defs = build_definitions(
+        [bank.pipeline()], spark=SparkResource(master=master_url(spark_master)), ledger=ledger
+    )
+    driver = Driver(defs, instance)
+    rt = Runtime(bank.pipeline(), ledger.ledger(), spark, ledger.data_root)
+
+    def ran(run: LaunchedRun) -> None:
+        echo(f"  {run.describe()}")
+
+    failure: str | None = None
+    started = time.perf_counter()
+    try:
+        for epoch in range(epochs):
+            echo(f"epoch {epoch}: sending, then the sensor ticks and its runs execute")
+            send_epoch(rt, data, epoch)
+            reason = driver.drive(on_run=ran)
+        source, worker = HELD
+        echo(f"\nthe sensor, while worker {worker} of {source} holds epoch {data.late_epoch}:")
+        echo(f"  {reason.skip_message or ''}")
+        echo("\nstatus:")
+        echo(reports.status_table(rt.ledger.status("bank")))
+        echo(f"\nreleasing: the late file of epoch {data.late_epoch} arrives; every input closes")
+        release(rt, data)
+        reason = driver.drive(on_run=ran)
+        echo(f"the sensor: {reason.skip_message or ''}")
+    except DriveError as err:
+        failure = str(err)
+        echo(f"\nstopped: {failure}")
+    seconds = time.perf_counter() - started
+
+    oracle = Oracle(data.root)
+    mismatches: tuple[str, ...] = ()
+    if failure is None:  # after a failed run some outputs are missing: nothing to compare
+        echo("\nchecking every stage at every epoch against DuckDB SQL over the raw inputs")
+        mismatches = tuple(verify_outputs(rt, oracle, epochs))
+        for line in mismatches:
+            echo(f"  MISMATCH {line}")
+    summary = DagsterDemoSummary(
+        epochs, oracle.input_rows(), tuple(driver.runs), seconds, mismatches, failure
+    )
+    verdict = "verified" if summary.verified else "NOT verified"
+    echo(
+        f"\nbank through Dagster: {epochs} epochs, {summary.input_rows:,} input rows, "
+        f"{len(summary.runs)} Dagster runs launched, {summary.succeeded} succeeded, "
+        f"{seconds / epochs:.1f}s per epoch, {len(ORACLE_SQL)} stages x {epochs} epochs {verdict}"
+    )
+    verify = rt.ledger.verify()
+    echo(f"ledger: {'ok' if verify.ok else 'FAILED'} ({verify.batches} batches)")
+    return summary
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m dagster_project.demo",
+        description=(
+            "The bank example driven through Dagster on the local instance in "
+            "$EPOCHGATE_HOME/dagster (see it with `make ui`), checked against DuckDB SQL."
+        ),
+    )
+    parser.add_argument("--epochs", type=_positive, default=4, help="epochs (default 4)")
+    parser.add_argument("--rows", type=_positive, default=2000, help="rows per epoch (2000)")
+    parser.add_argument("--accounts", type=_positive, default=200, help="accounts (200)")
+    parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    parser.add_argument(
+        "--spark", metavar="MASTER", help="Spark master (default: $EPOCHGATE_SPARK or local[2])"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo on the instance in ``$EPOCHGATE_HOME/dagster``; 0 when every run succeeded
+    and every output matches the oracle."""
+    args = build_parser().parse_args(argv)
+    state = state_dir()
+    home = instance_home(state)
+    os.environ["DAGSTER_HOME"] = str(home)
+    try:
+        with dg.DagsterInstance.get() as instance:
+            summary = run_demo(
+                (state / DEMO_DIR).resolve(),
+                instance,
+                epochs=args.epochs,
+                rows=args.rows,
+                accounts=args.accounts,
+                seed=args.seed,
+                spark_master=args.spark,
+            )
+    except EpochgateError as err:
+        print(f"demo: {err}", file=sys.stderr)
+        return 1
+    print(f"Dagster instance: {home} (`make ui` shows these runs, partitions and metadata)")
+    return 0 if summary.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

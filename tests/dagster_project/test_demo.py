@@ -1,0 +1,118 @@
+"""``python -m dagster_project.demo``: the bank example through Dagster, on a persistent
+instance that ``make ui`` then shows; and what it does when something else uses that instance."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._daemon.types import DaemonHeartbeat
+from pyspark.sql import SparkSession
+
+from dagster_project.definitions import build_definitions
+from dagster_project.demo import (
+    DemoError,
+    check_no_daemon,
+    drop_epoch_partitions,
+    fail_left_over_runs,
+    main,
+    run_demo,
+)
+from dagster_project.driver import SENSOR_NAME_TAG
+from dagster_project.names import PARTITION_TAG, job_name, stage_key
+from dagster_project.partitions import epoch_key
+from dagster_project.resources import LedgerResource
+from pipelines.examples import bank
+from progress.ledger import Ledger
+
+pytestmark = pytest.mark.dagster
+
+STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
+
+
+@pytest.mark.spark
+def test_the_demo_drives_bank_through_dagster_and_verifies_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    spark: SparkSession,
+) -> None:
+    state = tmp_path / "state"
+    monkeypatch.setenv("EPOCHGATE_HOME", str(state))
+    monkeypatch.setenv("EPOCHGATE_SPARK", "local[2]")  # the session the tests share
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))  # the demo uses its own
+    code = main(["--epochs", "3", "--rows", "120", "--accounts", "12", "--seed", "3"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+
+    # Worker 2 of card_payments holds epoch 2, and the sensor says so.
+    held = out.split("the sensor, while worker 2 of card_payments holds epoch 2:\n")[1]
+    assert held.startswith(
+        "  Nothing to run in pipeline bank. "
+        "Epoch 2 waits: source card_payments, worker 2, still holds epoch 2; "
+    )
+    assert "status:\npipeline bank\n" in held
+    summary = re.search(r"(\d+) Dagster runs launched, (\d+) succeeded", out)
+    assert summary is not None, out
+    launched = int(summary[1])
+    assert launched == int(summary[2]) >= 4 * 3  # each epoch takes 4 levels of stages
+    assert "8 stages x 3 epochs verified" in out
+    assert "\nledger: ok (" in out
+
+    # The runs, partitions and materializations are in the instance `make ui` opens.
+    home = (state / "dagster").resolve()
+    assert os.environ["DAGSTER_HOME"] == str(home)
+    assert f"Dagster instance: {home} " in out
+    assert (home / "dagster.yaml").exists()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        assert len(runs) == launched
+        assert {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
+        assert {r.tags[SENSOR_NAME_TAG] for r in runs} == {"bank_frontier"}
+        assert {r.tags[PARTITION_TAG] for r in runs} == {epoch_key(e) for e in range(3)}
+        assert instance.get_dynamic_partitions("bank_epochs") == [epoch_key(e) for e in range(3)]
+        for stage in STAGES:
+            found = instance.get_materialized_partitions(stage_key("bank", stage))
+            assert found == {epoch_key(e) for e in range(3)}, stage
+    ledger = Ledger(state / "demo" / "ledger.duckdb")
+    assert all(s.done == (0, 1, 2) for s in ledger.status("bank") if not s.is_input)
+
+
+def test_the_demo_refuses_an_instance_a_daemon_uses(tmp_path: Path) -> None:
+    with dg.instance_for_test() as instance:
+        now = time.time()
+        instance.add_daemon_heartbeat(DaemonHeartbeat(now - 5, "SENSOR", None, None))
+        with pytest.raises(
+            DemoError, match=r"a Dagster daemon uses the instance .* stop `make ui`"
+        ):
+            run_demo(tmp_path / "demo", instance, echo=lambda _: None)
+        assert not (tmp_path / "demo").exists()
+        check_no_daemon(instance, now=now + 120)  # a daemon silent for two minutes is gone
+
+
+def test_runs_an_interrupted_demo_left_in_flight_are_marked_failed(tmp_path: Path) -> None:
+    ledger = LedgerResource(path=str(tmp_path / "ledger.duckdb"))
+    job = build_definitions([bank.pipeline()], ledger=ledger).resolve_job_def(job_name("bank"))
+    with dg.instance_for_test() as instance:
+        left = instance.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED)
+        done = instance.create_run_for_job(job, status=dg.DagsterRunStatus.SUCCESS)
+        assert fail_left_over_runs(instance) == [left.run_id]
+        statuses = {r.run_id: r.status for r in instance.get_runs()}
+        assert statuses == {
+            left.run_id: dg.DagsterRunStatus.FAILURE,
+            done.run_id: dg.DagsterRunStatus.SUCCESS,
+        }
+        assert fail_left_over_runs(instance) == []
+
+
+def test_the_epochs_of_an_earlier_demo_are_forgotten() -> None:
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("bank_epochs", [epoch_key(e) for e in range(4)])
+        instance.add_dynamic_partitions("shop_epochs", [epoch_key(0)])
+        drop_epoch_partitions(instance)
+        assert instance.get_dynamic_partitions("bank_epochs") == []
+        assert instance.get_dynamic_partitions("shop_epochs") == [epoch_key(0)]
