@@ -35,6 +35,7 @@ from progress.ledger import Ledger, MessageEntry, Origin, scope_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 STEP = "step"
 """The scope's one node: a round."""
@@ -168,6 +169,7 @@ class Rounds:
         else:
             r, state_path = start
         first = r
+        state_schema: StructType | None = None
         while True:
             if r >= limit:
                 kept = f"; round {r}'s state is committed" if self.checkpoint else ""
@@ -176,13 +178,15 @@ class Rounds:
                     self.epoch,
                     f"no fixed point after {limit} rounds (max_rounds={limit}){kept}",
                 )
-            state = self.spark.read.parquet(str(state_path))
+            if state_schema is None:  # read once; later rounds skip the footer reads
+                state_schema = self.spark.read.parquet(str(state_path)).schema
+            state = self.spark.read.schema(state_schema).parquet(str(state_path))
             assert stage.fn is not None
             following = stage.fn(state, batch)
             _same_columns(stage.name, self.epoch, state, following)
             next_path = self._write(following.select(*state.columns), r + 1)
             try:
-                written = self.spark.read.parquet(str(next_path))
+                written = self.spark.read.schema(state_schema).parquet(str(next_path))
                 changed = written.exceptAll(state).count()
                 same_size = self.store.stats(next_path)[0] == self.store.stats(state_path)[0]
             except BaseException:

@@ -360,7 +360,7 @@ class Runtime:
                     return _Worked(run, entries, None, None)
                 if stage.kind == "iterate":
                     assert isinstance(epoch, int)
-                    frames, reads = self._frames(run.inputs, run.empty)
+                    frames, reads = self._frames(stage, run.inputs, run.empty)
                     rounds = Rounds(
                         self.ledger,
                         self.store,
@@ -398,7 +398,7 @@ class Runtime:
         """A union of inputs with the same columns and types is their committed files, as
         they are: its message catalogs them again (attempts are immutable), with no copy.
         ``None`` when the inputs differ, or none has data: then Spark writes the union."""
-        frames, reads = self._frames(run.inputs, run.empty)
+        frames, reads = self._frames(run.stage, run.inputs, run.empty)
         columns = [[(f.name, f.dataType) for f in df.schema.fields] for df in frames]
         if any(c != columns[0] for c in columns[1:]):
             return None
@@ -468,7 +468,7 @@ class Runtime:
         scratch: Path,
     ) -> tuple[DataFrame, tuple[MessageRef, ...]]:
         """The stage's output from its resolved input messages, and the messages it read."""
-        inputs, reads = self._frames(resolved, empty)
+        inputs, reads = self._frames(stage, resolved, empty)
         if stage.kind == "stateful":
             out = self._carry(stage, inputs[0], resolved[0][1], scratch)
         else:
@@ -480,14 +480,19 @@ class Runtime:
         return out, reads
 
     def _frames(
-        self, resolved: list[Resolved], empty: list[StructType | None]
+        self, stage: Stage, resolved: list[Resolved], empty: list[StructType | None]
     ) -> tuple[list[DataFrame], tuple[MessageRef, ...]]:
-        """One DataFrame per input from its resolved messages, and the messages read."""
+        """One DataFrame per input from its resolved messages, and the messages read. A
+        source's messages were checked against its schema on send: read with it, Spark skips
+        reading the files' footers for one."""
         inputs: list[DataFrame] = []
         reads: list[MessageRef] = []
-        for (refs, paths), schema in zip(resolved, empty, strict=True):
+        for upstream, (refs, paths), schema in zip(stage.inputs, resolved, empty, strict=True):
             reads.extend(refs)
-            if paths:
+            declared = self.pipeline.stage(upstream).schema
+            if paths and declared is not None:
+                inputs.append(self.spark.read.schema(declared).parquet(*paths))
+            elif paths:
                 inputs.append(self.spark.read.parquet(*paths))
             else:
                 assert schema is not None
