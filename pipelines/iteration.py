@@ -40,13 +40,14 @@ if TYPE_CHECKING:
 STEP = "step"
 """The scope's one node: a round."""
 
-RoundCallback = Callable[[str, int, int, int], None]
-"""Told ``(stage, epoch, round, rows changed)`` after each round."""
+RoundCallback = Callable[[str, int, int, int | None], None]
+"""Told ``(stage, epoch, round, rows changed)`` after each round (``None``: some, not counted)."""
 
 
-def describe_round(stage: str, epoch: int, r: int, changed: int) -> str:
-    """``rings epoch 2, round 3: 1 rows changed`` (``0 rows changed``: the fixed point)."""
-    return f"{stage} epoch {epoch}, round {r}: {changed} rows changed"
+def describe_round(stage: str, epoch: int, r: int, changed: int | None) -> str:
+    """``rings epoch 2, round 3: changed`` (``0 rows changed``: the fixed point)."""
+    what = "changed" if changed is None else f"{changed} rows changed"
+    return f"{stage} epoch {epoch}, round {r}: {what}"
 
 
 def scope_graph() -> Graph:
@@ -170,6 +171,7 @@ class Rounds:
             r, state_path = start
         first = r
         state_schema: StructType | None = None
+        checksums: dict[Path, int] = {}
         while True:
             if r >= limit:
                 kept = f"; round {r}'s state is committed" if self.checkpoint else ""
@@ -186,15 +188,13 @@ class Rounds:
             _same_columns(stage.name, self.epoch, state, following)
             next_path = self._write(following.select(*state.columns), r + 1)
             try:
-                written = self.spark.read.schema(state_schema).parquet(str(next_path))
-                changed = written.exceptAll(state).count()
-                same_size = self.store.stats(next_path)[0] == self.store.stats(state_path)[0]
+                changed = self._changed(state, state_path, next_path, checksums)
             except BaseException:
                 shutil.rmtree(next_path, ignore_errors=True)
                 raise
             if self.on_round is not None:
                 self.on_round(stage.name, self.epoch, r, changed)
-            if changed == 0 and same_size:
+            if changed == 0:
                 output.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(next_path, output)
                 if not self.checkpoint:
@@ -206,6 +206,33 @@ class Rounds:
             else:
                 self._drop(state_path)
                 r, state_path = r + 1, next_path
+
+    def _changed(
+        self, state: DataFrame, state_path: Path, next_path: Path, checksums: dict[Path, int]
+    ) -> int | None:
+        """How many rows of the next state are not in the state (``None``: some, not counted).
+
+        Different row counts (from the footers) or different checksums (the sum of each row's
+        64-bit hash: one aggregation, no shuffle) mean a change. Only equal checksums, at the
+        fixed point, pay for the exact comparison."""
+        if self.store.stats(next_path)[0] != self.store.stats(state_path)[0]:
+            return None
+        for path in (state_path, next_path):
+            if path not in checksums:
+                checksums[path] = self._checksum(path, state.schema)
+        if checksums[next_path] != checksums[state_path]:
+            return None
+        written = self.spark.read.schema(state.schema).parquet(str(next_path))
+        exact: int = written.exceptAll(state).count()
+        return exact
+
+    def _checksum(self, path: Path, schema: StructType) -> int:
+        from pyspark.sql import functions as F
+
+        df = self.spark.read.schema(schema).parquet(str(path))
+        hashed = F.xxhash64(*df.columns).cast("decimal(38,0)")
+        total = df.agg(F.sum(hashed).alias("total")).collect()[0]["total"]
+        return int(total or 0)
 
     def _write(self, df: DataFrame, r: int) -> Path:
         path = self.store.attempt_dir(
