@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +38,8 @@ from dagster_project.sensors import IN_FLIGHT
 from pipelines import reports
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, Oracle, generate
-from pipelines.examples.demo import HELD, release, send_epoch, verify_outputs
+from pipelines.examples.demo import HELD, Echo, release, send_epoch, verify_outputs
+from pipelines.examples.sizes import add_size_options
 from pipelines.runtime import Runtime
 from pipelines.settings import state_dir
 from pipelines.spark import master_url, quiet, spark_session
@@ -53,8 +54,6 @@ INSTANCE_CONFIG = Path(__file__).with_name("dagster.yaml")
 DAEMON_SILENCE = 60.0
 """Seconds without a daemon heartbeat after which no daemon is taken to use the instance (a
 live one beats every 30 seconds)."""
-
-Echo = Callable[[str], None]
 
 
 class DemoError(EpochgateError):
@@ -211,13 +210,6 @@ def run_demo(
     return summary
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dagster_project.demo",
@@ -226,10 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
             "$EPOCHGATE_HOME/dagster (see it with `make ui`), checked against DuckDB SQL."
         ),
     )
-    parser.add_argument("--epochs", type=_positive, default=4, help="epochs (default 4)")
-    parser.add_argument("--rows", type=_positive, default=2000, help="rows per epoch (2000)")
-    parser.add_argument("--accounts", type=_positive, default=200, help="accounts (200)")
-    parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+    add_size_options(parser)
     parser.add_argument(
         "--spark", metavar="MASTER", help="Spark master (default: $EPOCHGATE_SPARK or local[2])"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from pipelines import reports
 from pipelines.dataflow import Pipeline
 from pipelines.examples import registry
+from pipelines.examples.sizes import add_size_options
 from pipelines.iteration import describe_round
 from pipelines.runtime import Runtime
 from pipelines.settings import LEDGER_ENV, data_path, ledger_path
@@ -272,24 +273,6 @@ def _spark_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser
         action.set_defaults(handler=cmd_spark)
 
 
-def _sizes(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--epochs", type=_positive, default=4, help="epochs to generate (default 4)"
-    )
-    parser.add_argument(
-        "--rows", type=_positive, default=2000, help="rows per epoch (default 2000)"
-    )
-    parser.add_argument("--accounts", type=_positive, default=200, help="accounts (default 200)")
-    parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _engine_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     engine: argparse.ArgumentParser,
@@ -398,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_commands(commands, engine)
 
     demo = commands.add_parser("demo", help="run the bank example end to end and check it")
-    _sizes(demo)
+    add_size_options(demo)
     demo.add_argument(
         "--home",
         default=".epochgate/demo",
@@ -407,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--spark", metavar="MASTER", help="Spark master (default local[2])")
     demo.set_defaults(handler=cmd_demo)
     demo_data = commands.add_parser("demo-data", help="write seeded bank inputs")
-    _sizes(demo_data)
+    add_size_options(demo_data)
     demo_data.add_argument("--out", default=".epochgate/demo-data", help="output directory")
     demo_data.set_defaults(handler=cmd_demo_data)
     _spark_commands(commands)

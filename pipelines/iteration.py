@@ -198,13 +198,13 @@ class Rounds:
                 output.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(next_path, output)
                 if not self.checkpoint:
-                    self._drop(state_path)
+                    shutil.rmtree(state_path, ignore_errors=True)  # ours, never committed
                 last = r if self.checkpoint else None
                 return FixedPoint(self.scope, self.epoch, output, r + 1 - first, last)
             if self.checkpoint:
                 r, state_path = self._commit_round(r + 1, next_path)
             else:
-                self._drop(state_path)
+                shutil.rmtree(state_path, ignore_errors=True)  # ours, never committed
                 r, state_path = r + 1, next_path
 
     def _changed(
@@ -244,10 +244,6 @@ class Rounds:
             shutil.rmtree(path, ignore_errors=True)
             raise
         return path
-
-    def _drop(self, path: Path) -> None:
-        """Remove an uncommitted state (only when rounds are not checkpointed)."""
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _same_columns(stage: str, epoch: int, state: DataFrame, following: DataFrame) -> None:
