@@ -1,22 +1,34 @@
 """A pipeline's stages as Dagster assets: one asset per stage, its edges as asset dependencies.
 
 All stages of a pipeline share one subsettable multi-asset, so one run can materialize several
-stages of one epoch, upstream first. Each selected stage runs through ``Runtime.run_stage``: a
-stage that is not ready fails the run at once, naming who holds the epoch; a stage already done
-reports the message the ledger holds; a done stage whose input was revised since is revised.
-Sources are external assets in the same group, so the asset graph shows the whole lineage.
+stages of one epoch, upstream first. Sources are external assets in the same group, so the asset
+graph shows the whole lineage.
+
+What a selected stage does depends on who asked:
+
+- in a run the frontier sensor requested, the stage runs through ``Runtime.run_stage``: a stage
+  already done reports the message the ledger holds, and a done stage whose input was revised
+  since is revised;
+- in any other run (a partition backfill from the UI, GraphQL or the CLI, or "Materialize" on a
+  partition) it is backfilled through ``Runtime.backfill``: a done epoch is revised with the
+  current code and inputs (its downstream outputs become stale, and the frontier sensor re-runs
+  those the backfill does not cover), an epoch not run yet is run. A stateful stage revised from
+  an earlier epoch of the same backfill was recomputed then, and is not recomputed again.
+
+Either way, a stage that is not ready fails the run at once, naming who holds the epoch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import get_type_hints
 
 import dagster as dg
 
 from dagster_project.checks import check_spec, check_stage
 from dagster_project.metadata import input_frontiers, materialized
-from dagster_project.names import assets_name, key_stage, stage_key
+from dagster_project.names import BACKFILL_TAG, EPOCH_TAG, assets_name, key_stage, stage_key
 from dagster_project.partitions import epoch_key, epoch_partitions, key_epoch
 from dagster_project.resources import (
     LedgerResource,
@@ -146,6 +158,10 @@ class StageRun:
         self.resources = (spark, ledger, state)
         self.ledger: Ledger = ledger.ledger()
         self.epoch = key_epoch(context.partition_key)
+        tags = context.run.tags
+        self.backfills = EPOCH_TAG not in tags
+        """Whether this run backfills its stages: any run the frontier sensor did not request."""
+        self.backfill_id = tags.get(BACKFILL_TAG)
         order = pipeline.graph().depths()
         p = pipeline.name
         self.stages = sorted(
@@ -185,6 +201,15 @@ class StageRun:
         return build_runtime(self.pipeline, spark=spark, ledger=ledger, state=state)
 
     def _materialize(self, runtime: Runtime, stage: str) -> Iterator[Event]:
+        # A backfill holds a stateful stage from its check of what this backfill already did
+        # until the materializations of what it recomputed are recorded.
+        with self._exclusive(runtime, stage):
+            yield from self._results(runtime, stage)
+
+    def _exclusive(self, runtime: Runtime, stage: str) -> AbstractContextManager[None]:
+        return runtime.exclusive(stage) if self.backfills else nullcontext()
+
+    def _results(self, runtime: Runtime, stage: str) -> Iterator[Event]:
         p = self.pipeline.name
         frontier = input_frontiers(self.ledger.tracker(p), self.pipeline.stage(stage))
         key = stage_key(p, stage)
@@ -206,6 +231,15 @@ class StageRun:
 
     def _run(self, runtime: Runtime, stage: str) -> list[RunResult]:
         try:
+            if self.backfills:
+                by = self._recomputed_by(runtime, stage)
+                if by is not None:
+                    self.context.log.info(
+                        f"{stage} epoch {self.epoch} was recomputed by run {by} of this backfill "
+                        "(a stateful stage is revised from its earliest epoch on)"
+                    )
+                    return [RunResult(stage, self.epoch, "done-already")]
+                return runtime.backfill(stage, [self.epoch], downstream=False)
             result = runtime.run_stage(stage, self.epoch)
             if result.status == "done-already" and (stage, self.epoch) in runtime.stale():
                 return runtime.revise(stage, [self.epoch])
@@ -222,6 +256,29 @@ class StageRun:
                 description=str(err), metadata={"stage": stage, "epoch": self.epoch}
             ) from err
         return [result]
+
+    def _recomputed_by(self, runtime: Runtime, stage: str) -> str | None:
+        """The run of this backfill that already recomputed this epoch of a stateful stage
+        (revising an earlier epoch recomputes the later ones), unless it is stale since."""
+        if self.backfill_id is None or self.pipeline.stage(stage).kind != "stateful":
+            return None
+        instance = self.context.instance
+        found = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=stage_key(self.pipeline.name, stage),
+                asset_partitions=[epoch_key(self.epoch)],
+            ),
+            limit=1,
+            ascending=False,
+        ).records
+        if not found or found[0].run_id == self.context.run.run_id:
+            return None
+        run = instance.get_run_by_id(found[0].run_id)
+        if run is None or run.tags.get(BACKFILL_TAG) != self.backfill_id:
+            return None
+        if (stage, self.epoch) in runtime.stale():
+            return None
+        return str(run.run_id)
 
 
 def stage_asset_keys(pipeline: Pipeline) -> list[dg.AssetKey]:

@@ -51,3 +51,5 @@ def assets_name(pipeline: str) -> str:
 
 PARTITION_TAG = "dagster/partition"
 """Dagster's own run tag for the partition a run materializes."""
+BACKFILL_TAG = "dagster/backfill"
+"""Dagster's own run tag for the backfill a run belongs to."""

@@ -17,6 +17,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import dagster as dg
+from dagster._core.execution.backfill import BulkActionStatus
 
 from dagster_project.names import (
     EPOCH_TAG,
@@ -236,10 +237,11 @@ def _open_inputs(statuses: Sequence[StageStatus]) -> tuple[str, ...]:
 
 def in_flight_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[int, set[str]]:
     """Per epoch, the stages of ``pipeline`` that a queued or running Dagster run will
-    materialize (whoever launched it: this sensor, a backfill or the UI)."""
+    materialize (whoever launched it: this sensor, a backfill or the UI), and those an asset
+    backfill in progress has yet to launch (it will run them itself)."""
     p = pipeline.name
     everything = {stage_key(p, s.name) for s in pipeline.stages.values() if not s.is_source}
-    out: dict[int, set[str]] = {}
+    out = backfill_stages(instance, pipeline)
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_FLIGHT))):
         partition = run.tags.get(PARTITION_TAG)
         if partition is None:
@@ -256,6 +258,28 @@ def in_flight_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[i
             continue
         if keys:
             out.setdefault(epoch, set()).update(k.path[1] for k in keys)
+    return out
+
+
+def backfill_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[int, set[str]]:
+    """Per epoch, the stages of ``pipeline`` that asset backfills in progress target and have
+    neither materialized nor given up on."""
+    p = pipeline.name
+    everything = {stage_key(p, s.name) for s in pipeline.stages.values() if not s.is_source}
+    out: dict[int, set[str]] = {}
+    for backfill in instance.get_backfills(status=BulkActionStatus.REQUESTED):
+        data = backfill.asset_backfill_data
+        if data is None:  # a job backfill: its runs are seen once queued
+            continue
+        left = data.target_subset - data.materialized_subset - data.failed_and_downstream_subset
+        for found in left.iterate_asset_partitions():
+            if found.asset_key not in everything or found.partition_key is None:
+                continue
+            try:
+                epoch = key_epoch(found.partition_key)
+            except EpochKeyError:
+                continue
+            out.setdefault(epoch, set()).add(found.asset_key.path[1])
     return out
 
 

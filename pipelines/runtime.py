@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -179,6 +180,9 @@ class Runtime:
                 report(finished)
             if isinstance(admitted, RunResult):
                 report(admitted)
+            elif admitted is not None and admitted.stage.kind == "stateful":
+                with self.exclusive(admitted.stage.name):  # never while holding the ledger
+                    report(self._complete(admitted))
             elif admitted is not None:
                 worked = self._work(admitted)
             elif not stale:
@@ -207,10 +211,13 @@ class Runtime:
         stage_name: str,
         epochs: Sequence[Time],
         on_result: Callable[[RunResult], None] | None = None,
+        *,
+        downstream: bool = True,
     ) -> list[RunResult]:
         """Backfill ``stage_name`` over ``epochs`` with the current code and inputs: epochs it
-        has run are revised, epochs it has not run yet are run, then every output the backfill
-        made stale is re-run in epoch order. Frontiers never move back and nothing counts twice.
+        has run are revised, epochs it has not run yet are run, then (unless ``downstream`` is
+        False: someone else re-runs them) every output the backfill made stale is re-run in
+        epoch order. Frontiers never move back and nothing counts twice.
 
         When an epoch it has not run is not ready either, nothing runs: the error names that
         epoch's blockers."""
@@ -235,14 +242,25 @@ class Runtime:
                     on_result(result)
 
         redo = sorted(e for e in set(epochs) if e in done)
-        if redo:
-            report(self.revise(stage_name, redo))
-        for epoch in sorted(set(epochs) - done):
-            report([self.run_stage(stage_name, epoch)])
+        with self.exclusive(stage_name):
+            if redo:
+                report(self.revise(stage_name, redo))
+            for epoch in sorted(set(epochs) - done):
+                report([self.run_stage(stage_name, epoch)])
         revised = {(r.stage, r.epoch) for r in results}
-        while stale := self.stale():
+        while downstream and (stale := self.stale()):
             report(self._revise_stale(stale, revised))
         return results
+
+    def exclusive(self, stage_name: str) -> AbstractContextManager[None]:
+        """Hold the right to run ``stage_name`` when it is stateful (its epochs read the state
+        the one before left, so one run of it at a time, in any process); else nothing.
+        Runs of this Runtime take it themselves; hold it to keep it across several runs.
+        Never take it inside a ledger session: a holder may wait for the ledger."""
+        stage = self.pipeline.stage(stage_name)
+        if stage.kind != "stateful":
+            return nullcontext()
+        return self.state.writer(self.pipeline.name, stage_name)
 
     def stale(self) -> list[tuple[str, Time]]:
         """Done ``(stage, epoch)`` runs whose input was revised since, earliest first."""
@@ -253,11 +271,12 @@ class Runtime:
 
     def run_stage(self, stage_name: str, epoch: Time) -> RunResult:
         """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
-        with self.ledger.session():  # one connection for every question before the work
-            admitted = self._admit(stage_name, epoch)
-        if isinstance(admitted, RunResult):
-            return admitted
-        return self._complete(admitted)
+        with self.exclusive(stage_name):
+            with self.ledger.session():  # one connection for every question before the work
+                admitted = self._admit(stage_name, epoch)
+            if isinstance(admitted, RunResult):
+                return admitted
+            return self._complete(admitted)
 
     def revise(self, stage_name: str, epochs: Sequence[Time]) -> list[RunResult]:
         """Recompute done epochs of a stage with the current code and inputs (a backfill).
@@ -276,16 +295,17 @@ class Runtime:
                 "(run them instead)"
             )
         targets = sorted(set(epochs))
-        if stage.kind == "stateful" and targets:
-            first = targets[0]
-            assert isinstance(first, int)
-            targets = [e for e in sorted(done) if less_equal(first, e)]
-            self.state.rewind(p, stage_name, stage.key, first)
         results = []
-        for epoch in targets:
-            with self.ledger.session():
-                admitted = self._prepare(stage, epoch, batch=[], revision=True)
-            results.append(self._complete(admitted))
+        with self.exclusive(stage_name):
+            if stage.kind == "stateful" and targets:
+                first = targets[0]
+                assert isinstance(first, int)
+                targets = [e for e in sorted(done) if less_equal(first, e)]
+                self.state.rewind(p, stage_name, stage.key, first)
+            for epoch in targets:
+                with self.ledger.session():
+                    admitted = self._prepare(stage, epoch, batch=[], revision=True)
+                results.append(self._complete(admitted))
         return results
 
     def _runnable(self, stage_name: str) -> Stage:

@@ -7,6 +7,10 @@ committed that attempt, which ``commit`` records and ``reconcile`` repairs after
 between the two. ``value_as_of`` reads any retained epoch; the carry from one epoch to the next
 reads ``latest`` only, so its cost does not grow with history.
 
+Because an epoch's run reads the state the previous epoch left, one run of a stateful stage
+changes its state at a time, across processes: ``writer`` holds that right (an OS file lock
+beside the store), so a backfill's revision and a sensor's run of the same stage never interleave.
+
 Data comes and goes as Parquet files, so the engine computing the state (Spark) and this store
 never share memory.
 """
@@ -19,10 +23,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from progress.errors import EpochgateError
+from progress.errors import EpochgateError, LedgerLockTimeoutError
 from progress.ledger.engine import AttachedFile
+from progress.ledger.lock import LedgerLock
 
 DEFAULT_LOCK_TIMEOUT = 60.0
+WRITER_TIMEOUT = 6 * 3600.0
+"""Seconds a run of a stateful stage waits for another process's run of the same stage."""
 
 
 class StateStoreError(EpochgateError):
@@ -43,6 +50,39 @@ class KeyedState:
     def __init__(self, path: str | os.PathLike[str], lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
         self.path = Path(path)
         self._file = AttachedFile(self.path, lock_timeout)
+        self._writing: dict[tuple[str, str], int] = {}
+
+    def writer_lock_path(self, pipeline: str, stage: str) -> Path:
+        """The lock file that ``writer`` holds for one stage."""
+        return self.path.with_name(f"{self.path.name}.{pipeline}.{stage}.lock")
+
+    @contextmanager
+    def writer(self, pipeline: str, stage: str, timeout: float = WRITER_TIMEOUT) -> Iterator[None]:
+        """Hold the right to change ``stage``'s state, waiting for another process that holds
+        it. Nested holds by this object (a revision that runs epochs) take it once."""
+        held = (pipeline, stage)
+        if self._writing.get(held):
+            self._writing[held] += 1
+            try:
+                yield
+            finally:
+                self._writing[held] -= 1
+            return
+        lock = LedgerLock(self.writer_lock_path(pipeline, stage), timeout)
+        try:
+            lock.acquire()
+        except LedgerLockTimeoutError as err:
+            holder = f"process {err.holder_pid}" if err.holder_pid else "another process"
+            raise StateStoreError(
+                f"stateful stage {stage!r} of {pipeline}: {holder} has been changing its state "
+                f"for over {err.waited:.0f}s (one run of a stateful stage at a time)"
+            ) from err
+        self._writing[held] = 1
+        try:
+            yield
+        finally:
+            self._writing.pop(held, None)
+            lock.release()
 
     @contextmanager
     def _connect(self) -> Iterator[Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,26 @@ def test_a_backfill_fails_fast_on_an_epoch_that_is_not_complete(
     for stage in ("valid_orders", "movements", "by_category"):
         assert rows_of(rt.read(stage, 0)) == expected[stage]
     assert held.ledger.verify().ok
+
+
+def test_a_stateful_stage_waits_for_another_run_of_it(tmp_path: Path, spark: SparkSession) -> None:
+    """A revision of ``balances`` waits while another process (here, another handle on the
+    state store's lock) is changing its state, then runs from the state that one left."""
+    home = tmp_path / "demo"
+    run_demo(home, epochs=2, rows=200, accounts=20, seed=4, echo=lambda _: None)
+    rt = demo_runtime(home, spark)
+    before = rt.ledger.history("bank", "balances", 1).messages
+    other = KeyedState(home / "state.duckdb")
+    results: list[str] = []
+    with other.writer("bank", "balances"):
+        worker = threading.Thread(
+            target=lambda: results.extend(r.status for r in rt.revise("balances", [1]))
+        )
+        worker.start()
+        worker.join(3.0)
+        assert worker.is_alive(), "the revision did not wait for the state's other writer"
+        assert rt.ledger.history("bank", "balances", 1).messages == before
+    worker.join(120)
+    assert results == ["revised"]
+    assert verify_outputs(rt, Oracle(home / "inputs"), 2) == []
+    assert rt.ledger.verify().ok

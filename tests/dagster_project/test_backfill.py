@@ -1,0 +1,154 @@
+"""Partition backfills under Dagster: the runs a backfill launches revise done epochs (never
+"done already"), the frontier sensor re-runs exactly the downstream work they made stale and
+leaves alone what the backfill will still run, a stateful stage is recomputed once per backfill,
+and a partition whose inputs are not complete fails at once with its blockers.
+
+The backfill's runs are executed here as the backfill daemon launches them: partitioned runs of
+the pipeline's job tagged with the backfill's id (the daemon end-to-end test launches a real one
+over GraphQL).
+"""
+
+from __future__ import annotations
+
+import time
+
+import dagster as dg
+import pytest
+from dagster._core.execution.backfill import PartitionBackfill
+
+from dagster_project.names import BACKFILL_TAG, check_key, stage_key
+from dagster_project.partitions import epoch_key
+from dagster_project.sensors import backfill_stages, in_flight_stages
+from pipelines.examples import bank
+from pipelines.examples.bank_data import Oracle
+from pipelines.examples.demo import verify_outputs
+from tests.dagster_project.driver import requested
+from tests.dagster_project.scenario import Bank
+
+pytestmark = [pytest.mark.dagster, pytest.mark.spark]
+
+
+def backfill_run(home: Bank, backfill: str, epoch: int, *stages: str) -> dg.ExecuteInProcessResult:
+    """One run of a backfill: ``stages`` at ``epoch``, tagged as the backfill daemon tags it."""
+    return home.drive.execute(
+        dg.RunRequest(
+            partition_key=epoch_key(epoch),
+            asset_selection=[stage_key("bank", s) for s in stages],
+            asset_check_keys=[check_key("bank", s) for s in stages],
+            tags={BACKFILL_TAG: backfill},
+        ),
+        raise_on_error=False,
+    )
+
+
+def statuses(run: dg.ExecuteInProcessResult) -> dict[tuple[str, str | None], object]:
+    """Each materialization of a run: ``(stage, partition) -> its status metadata``."""
+    return {
+        (e.materialization.asset_key.path[1], e.partition): e.materialization.metadata[
+            "status"
+        ].value
+        for e in run.get_asset_materialization_events()
+    }
+
+
+def attempts(home: Bank, stage: str, epoch: int) -> list[str]:
+    """Every attempt committed for ``(stage, epoch)``, oldest first."""
+    history = home.ledger.ledger().history("bank", stage, epoch)
+    return [m.attempt for m in history.messages]
+
+
+@pytest.fixture
+def done(bank_home: Bank) -> Bank:
+    """Both epochs sent, every input closed, and every stage done through the sensor."""
+    bank_home.send_epoch(0)
+    bank_home.send_epoch(1)
+    bank_home.close_inputs()
+    bank_home.drive.drive()
+    assert bank_home.ledger.ledger().stale("bank") == []
+    return bank_home
+
+
+def test_a_backfill_revises_done_epochs_and_the_sensor_reruns_the_stale_ones(done: Bank) -> None:
+    before = {e: attempts(done, "valid_cards", e) for e in (0, 1)}
+    for epoch in (0, 1):
+        run = backfill_run(done, "b1", epoch, "valid_cards")
+        assert run.success
+        assert statuses(run) == {("valid_cards", epoch_key(epoch)): "revised"}
+        (check,) = run.get_asset_check_evaluations()
+        assert check.passed, check.description
+    for epoch in (0, 1):
+        now = attempts(done, "valid_cards", epoch)
+        assert len(now) == len(before[epoch]) + 1  # a new attempt replaced the old one
+
+    # Exactly the stale work: movements at each epoch (upstream first), then what reads it.
+    tick = done.drive.tick()
+    assert requested(tick) == [(0, {"movements"}), (1, {"movements"})]
+    done.drive.drive()
+    assert done.ledger.ledger().stale("bank") == []
+    assert verify_outputs(done.rt, Oracle(done.data.root), 2) == []  # nothing counted twice
+    assert done.ledger.ledger().verify().ok
+
+
+def test_a_stateful_stage_is_recomputed_once_per_backfill(done: Bank) -> None:
+    before = {e: len(attempts(done, "balances", e)) for e in (0, 1)}
+    first = backfill_run(done, "b2", 0, "balances")
+    assert first.success
+    # Revising epoch 0 recomputed epoch 1 from the new state: both are recorded.
+    assert statuses(first) == {
+        ("balances", epoch_key(0)): "revised",
+        ("balances", epoch_key(1)): "revised",
+    }
+    second = backfill_run(done, "b2", 1, "balances")
+    assert second.success
+    assert statuses(second) == {("balances", epoch_key(1)): "done-already"}
+    assert {e: len(attempts(done, "balances", e)) for e in (0, 1)} == {
+        0: before[0] + 1,
+        1: before[1] + 1,
+    }
+    # Another backfill recomputes it again.
+    third = backfill_run(done, "b3", 1, "balances")
+    assert statuses(third) == {("balances", epoch_key(1)): "revised"}
+    assert len(attempts(done, "balances", 1)) == before[1] + 2
+    assert done.ledger.ledger().stale("bank") == []
+    assert verify_outputs(done.rt, Oracle(done.data.root), 2) == []
+
+
+def test_a_backfilled_partition_whose_input_is_not_complete_fails_with_its_blockers(
+    bank_home: Bank,
+) -> None:
+    bank_home.send_epoch(0, hold=True)
+    bank_home.drive.tick()  # adds the partition
+    run = backfill_run(bank_home, "b4", 0, "valid_cards")
+    assert not run.success
+    (failure,) = [e for e in run.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    message = str(failure.step_failure_data.error)
+    assert "stage 'valid_cards' is not ready for epoch 0" in message
+    assert f"source card_payments, worker {bank.WORKERS['card_payments'] - 1}" in message
+    assert bank_home.ledger.ledger().done_epochs("bank", "valid_cards") == []
+
+
+def test_the_sensor_leaves_what_a_backfill_in_progress_will_run(done: Bank) -> None:
+    instance = done.drive.instance
+    done.rt.revise("valid_cards", [0, 1])  # movements is stale at both epochs
+    backfill = PartitionBackfill.from_asset_partitions(
+        backfill_id="b5",
+        asset_graph=done.defs.resolve_asset_graph(),
+        partition_names=[epoch_key(1)],
+        asset_selection=[stage_key("bank", "movements")],
+        backfill_timestamp=time.time(),
+        tags={},
+        dynamic_partitions_store=instance,
+        all_partitions=False,
+        title=None,
+        description=None,
+        run_config=None,
+    )
+    instance.add_backfill(backfill)
+    assert backfill_stages(instance, bank.pipeline()) == {1: {"movements"}}
+    assert in_flight_stages(instance, bank.pipeline()) == {1: {"movements"}}
+    assert requested(done.drive.tick()) == [(0, {"movements"})]
+    finished = backfill.with_status(backfill.status.COMPLETED_SUCCESS)  # type: ignore[no-untyped-call]
+    instance.update_backfill(finished)
+    assert backfill_stages(instance, bank.pipeline()) == {}
+    tick = done.drive.tick()
+    assert requested(tick) == [(0, {"movements"}), (1, {"movements"})]
