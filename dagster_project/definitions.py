@@ -2,7 +2,9 @@
 
 Per pipeline: its epochs as dynamic partitions, one asset per stage (sources as external assets)
 with the pipeline's edges as dependencies, a ledger check per stage, a job that runs the stages
-in one process (a process per step would start a JVM per step), and a frontier sensor.
+in one process (a process per step would start a JVM per step), a frontier sensor, and for a
+pipeline with scheduled epochs (a clock, or sources closed by time or done-marker) an epoch clock
+sensor.
 
     defs = build_definitions([bank.pipeline()], ledger=LedgerResource(path="/srv/ledger.duckdb"))
 """
@@ -15,6 +17,8 @@ from collections.abc import Sequence
 import dagster as dg
 
 from dagster_project.assets import source_specs, stage_asset_keys, stage_assets
+from dagster_project.epoch_clock import DEFAULT_INTERVAL as CLOCK_INTERVAL
+from dagster_project.epoch_clock import Now, epoch_clock_sensor, is_scheduled, utc_now
 from dagster_project.names import job_name
 from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
 from dagster_project.sensors import DEFAULT_INTERVAL, frontier_sensor
@@ -40,8 +44,11 @@ def build_definitions(
     state: StateStoreResource | None = None,
     sensor_interval: int = DEFAULT_INTERVAL,
     sensor_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+    clock_interval: int = CLOCK_INTERVAL,
+    now: Now = utc_now,
 ) -> dg.Definitions:
-    """Definitions for ``pipelines`` sharing one Spark, ledger and state store.
+    """Definitions for ``pipelines`` sharing one Spark, ledger and state store. ``now`` is what
+    the epoch clock sensors take for the current time.
 
     Unset resources come from the environment as the CLI reads it (``$EPOCHGATE_SPARK``,
     ``$EPOCHGATE_LEDGER``, ``$EPOCHGATE_DATA``, ``$EPOCHGATE_HOME``); the state store defaults
@@ -67,6 +74,15 @@ def build_definitions(
                 default_status=sensor_status,
             )
         )
+        if is_scheduled(pipeline):
+            sensors.append(
+                epoch_clock_sensor(
+                    pipeline,
+                    minimum_interval_seconds=clock_interval,
+                    default_status=sensor_status,
+                    now=now,
+                )
+            )
     return dg.Definitions(
         assets=assets,
         jobs=jobs,

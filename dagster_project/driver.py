@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from dagster_project.names import job_name, key_stage, sensor_name
+from dagster_project.names import clock_sensor_name, job_name, key_stage
+from dagster_project.names import sensor_name as frontier_name
 from dagster_project.partitions import key_epoch
 
 RUN_KEY_TAG = "dagster/run_key"
@@ -70,10 +71,11 @@ class Driver:
         """The run keys executed so far, in order."""
         return [r.run_key for r in self.runs if r.run_key is not None]
 
-    def tick(self) -> dg.SensorResult:
-        """Evaluate the sensor once as the daemon does (its run requests are checked against the
-        job and the partitions) and add (or delete) the partitions it asks for."""
-        sensor = self.defs.resolve_sensor_def(sensor_name(self.pipeline))
+    def tick(self, sensor_name: str | None = None) -> dg.SensorResult:
+        """Evaluate a sensor (by default the frontier sensor) once as the daemon does (its run
+        requests are checked against the job and the partitions) and add (or delete) the
+        partitions it asks for."""
+        sensor = self.defs.resolve_sensor_def(sensor_name or frontier_name(self.pipeline))
         # A sensor evaluated directly gets only the resources its context is given.
         context = dg.build_sensor_context(
             instance=self.instance,
@@ -107,7 +109,7 @@ class Driver:
         job = self.defs.resolve_job_def(job_name(self.pipeline))
         tags = dict(request.tags)
         if request.run_key is not None:
-            tags |= {RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: sensor_name(self.pipeline)}
+            tags |= {RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: frontier_name(self.pipeline)}
         started = time.perf_counter()
         result = job.execute_in_process(
             run_config={"loggers": {"console": {"config": {"log_level": self.console_log_level}}}},
@@ -139,7 +141,11 @@ class Driver:
         ``on_run`` hears of each run as it ends. Raises ``DriveError`` when a run fails, when
         the sensor requests a run key it requested before, or when it still requests runs after
         ``max_ticks`` ticks."""
+        clock = clock_sensor_name(self.pipeline)
+        scheduled = any(s.name == clock for s in self.defs.sensors or ())
         for _ in range(max_ticks):
+            if scheduled:  # the epoch clock opens and closes epochs first
+                self.tick(clock)
             result = self.tick()
             if not result.run_requests:
                 return result.skip_reason or dg.SkipReason()

@@ -53,3 +53,7 @@ PARTITION_TAG = "dagster/partition"
 """Dagster's own run tag for the partition a run materializes."""
 BACKFILL_TAG = "dagster/backfill"
 """Dagster's own run tag for the backfill a run belongs to."""
+
+
+def clock_sensor_name(pipeline: str) -> str:
+    return f"{pipeline}_epoch_clock"

@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from pipelines.dataflow import Pipeline
 from pipelines.examples import registry
 from pipelines.examples.sizes import add_size_options
 from pipelines.iteration import describe_round
-from pipelines.runtime import Runtime
+from pipelines.runtime import Runtime, register
+from pipelines.scheduling import close_epochs
 from pipelines.settings import LEDGER_ENV, data_path, ledger_path
 from progress import EpochgateError, Product, Time
 from progress.ledger import Ledger
@@ -143,7 +145,7 @@ def registered_ledger(args: argparse.Namespace) -> tuple[Pipeline, Ledger]:
     """The pipeline and its ledger, registered, without starting Spark."""
     pipeline = load_pipeline(args.pipeline_def)
     ledger = Ledger(ledger_path(args.ledger), lock_timeout=args.lock_timeout)
-    ledger.register(pipeline.name, pipeline.graph())
+    register(ledger, pipeline)
     return pipeline, ledger
 
 
@@ -201,6 +203,24 @@ def cmd_close(args: argparse.Namespace) -> int:
     pipeline, ledger = registered_ledger(args)
     ledger.close(pipeline.name, args.source, args.worker)
     print(f"{args.source} worker {args.worker} is closed")
+    return 0
+
+
+def cmd_clock(args: argparse.Namespace) -> int:
+    pipeline, ledger = registered_ledger(args)
+    now = datetime.now(UTC)
+    if args.now:
+        try:
+            now = datetime.fromisoformat(args.now)
+        except ValueError as err:
+            raise UsageError(f"--now {args.now!r} is not an ISO 8601 time: {err}") from err
+        if now.tzinfo is None:
+            raise UsageError(f"--now {args.now!r} has no time zone (e.g. 2026-11-21T10:00Z)")
+    tick = close_epochs(ledger, pipeline, now)
+    for line in tick.lines():
+        print(line)
+    if not tick.waiting and not tick.closed:
+        print(f"{pipeline.name}: every source is closed by its workers (advance/close)")
     return 0
 
 
@@ -311,6 +331,13 @@ def _engine_commands(
     close.add_argument("source")
     close.add_argument("--worker", type=int, default=0)
     close.set_defaults(handler=cmd_close)
+    clock = commands.add_parser(
+        "clock",
+        parents=[engine],
+        help="close the epochs that time-based and marker-based sources have finished",
+    )
+    clock.add_argument("--now", metavar="TIME", help="ISO 8601 time with a zone (default: now)")
+    clock.set_defaults(handler=cmd_clock)
 
 
 def build_parser() -> argparse.ArgumentParser:

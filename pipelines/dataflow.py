@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pipelines.clock import EXPLICIT, AfterEpochEnd, CloseRule, DoneMarkers, EpochClock, Explicit
 from pipelines.errors import PipelineDefinitionError
 from progress import CycleError, Delay, Graph, GraphBuilder, Source, Target
 
@@ -74,8 +75,11 @@ def check_name(pipeline: str, name: object, what: str = "stage") -> str:
 class Pipeline:
     """A pipeline under definition. ``compile()`` gives its progress graph."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, clock: EpochClock | None = None) -> None:
+        """``clock`` schedules the pipeline's epochs (see ``pipelines.clock``): it opens them,
+        and closes those of sources whose close rule is time-based."""
         self.name = check_name(name, name, "pipeline")
+        self.clock = clock
         self._stages: dict[str, Stage] = {}
         self._feedback: dict[str, str | None] = {}
 
@@ -106,15 +110,41 @@ class Pipeline:
         return name
 
     def source(
-        self, name: str, *, schema: StructType, workers: int = 1, key: Sequence[str] = ()
+        self,
+        name: str,
+        *,
+        schema: StructType,
+        workers: int = 1,
+        key: Sequence[str] = (),
+        close: CloseRule = EXPLICIT,
     ) -> Stream:
-        """An input with ``workers`` independent producers; ``key`` columns may not be null."""
+        """An input with ``workers`` independent producers; ``key`` columns may not be null.
+        ``close`` says how its epochs close: by its workers (the default), some time after each
+        epoch ends (the pipeline needs a clock), or by each worker's done-marker."""
         if type(workers) is not int or workers < 1:
             raise PipelineDefinitionError(self.name, name, "a source needs at least one worker")
         missing = [k for k in key if k not in schema.fieldNames()]
         if missing:
             raise PipelineDefinitionError(self.name, name, f"key columns {missing} not in schema")
-        return self._add(Stage(name, "source", workers=workers, schema=schema, key=tuple(key)))
+        if not isinstance(close, Explicit | AfterEpochEnd | DoneMarkers):
+            raise PipelineDefinitionError(
+                self.name, name, f"close must be Explicit, AfterEpochEnd or DoneMarkers: {close!r}"
+            )
+        if isinstance(close, AfterEpochEnd) and self.clock is None:
+            raise PipelineDefinitionError(
+                self.name,
+                name,
+                "closing after each epoch ends needs an epoch clock: Pipeline(..., clock=...)",
+            )
+        options = {"close": close}
+        return self._add(
+            Stage(name, "source", workers=workers, schema=schema, key=tuple(key), options=options)
+        )
+
+    def close_rule(self, source: str) -> CloseRule:
+        """How ``source``'s epochs close."""
+        rule: CloseRule = self.stage(source).options.get("close", EXPLICIT)
+        return rule
 
     def transform(self, name: str, input: Stream | str, fn: Transform, *, delay: int = 0) -> Stream:
         """Any DataFrame-to-DataFrame function of one epoch's input. With ``delay=k`` the output

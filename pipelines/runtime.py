@@ -24,7 +24,7 @@ from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError
 from pipelines.inputs import SourceInput, first_line
 from pipelines.iteration import FixedPoint, RoundCallback, Rounds, pending_paths, scope_graph
 from pipelines.storage import DataStore, new_attempt
-from progress import Target, Time, Tracker, Update, less_equal
+from progress import Graph, Target, Time, Tracker, Update, less_equal
 from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, scope_name
 from state_store import KeyedState
 
@@ -92,6 +92,17 @@ class _Worked:
     fixed: FixedPoint | None
 
 
+def register(ledger: Ledger, pipeline: Pipeline, *, from_start: bool = False) -> Graph:
+    """Register ``pipeline``'s graph (and its iterative stages' scopes) in ``ledger``, as
+    anything that runs it or feeds it must first; returns the graph."""
+    graph = pipeline.graph()
+    ledger.register(pipeline.name, graph, from_start=from_start)
+    for stage in pipeline.stages.values():
+        if stage.kind == "iterate":
+            ledger.register(scope_name(pipeline.name, stage.name), scope_graph())
+    return graph
+
+
 class Runtime:
     """A pipeline bound to a ledger, a Spark session and a data directory."""
 
@@ -112,11 +123,7 @@ class Runtime:
         self.state = state or KeyedState(ledger.path.with_name("state.duckdb"))
         self.spark = spark
         self.store = DataStore(data_root)
-        self.graph = pipeline.graph()
-        ledger.register(pipeline.name, self.graph, from_start=from_start)
-        for stage in pipeline.stages.values():
-            if stage.kind == "iterate":
-                ledger.register(scope_name(pipeline.name, stage.name), scope_graph())
+        self.graph = register(ledger, pipeline, from_start=from_start)
         self._order = self.graph.depths()
 
     def input(self, source: str, worker: int = 0) -> SourceInput:
