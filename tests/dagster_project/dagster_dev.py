@@ -45,10 +45,10 @@ class DagsterDev:
     port: int
     log: Path
 
-    def graphql(self, query: str) -> dict[str, Any]:
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
         request = urllib.request.Request(
             f"http://127.0.0.1:{self.port}/graphql",
-            data=json.dumps({"query": query}).encode(),
+            data=json.dumps({"query": query, "variables": variables or {}}).encode(),
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=30) as response:

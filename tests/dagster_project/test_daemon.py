@@ -1,18 +1,22 @@
 """The bank example under the real Dagster daemon: ``dagster dev`` on the project's workspace.
 
-Three tiny epochs are sent and every source closes; from then on only the frontier sensor acts
-(ticking every 2 s), and the daemon launches each requested run in its own process, at most two
-at once (the ``spark`` pool's limit in the project's ``dagster.yaml``). The ledger must end with
-every stage done at every epoch, every Dagster run succeeded, the outputs equal to the DuckDB-SQL
-oracle, and the asset graph the UI serves equal to the pipeline's edges. ``dagster dev`` and
-everything it started are stopped by process group, and nothing is left on the port.
+Eight tiny epochs are done before Dagster starts (the CLI's way). Then, at once: a backfill of
+every stage over their 8 partitions is launched over GraphQL (the backfill daemon runs it, a run
+per partition), and three new epochs are sent and every source closes, which only the frontier
+sensor (ticking every 2 s) acts on. The daemon launches each run in its own process, at most two
+at once (the ``spark`` pool's limit in the project's ``dagster.yaml``), on one Spark Connect
+server. The ledger must end with every stage done at every epoch and none stale, every backfilled
+output replaced, every Dagster run succeeded, the outputs equal to the DuckDB-SQL oracle (nothing
+counted twice), and the asset graph the UI serves equal to the pipeline's edges. ``dagster dev``
+and everything it started are stopped by process group, and nothing is left on the ports.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dagster_project.demo import instance_home
+from dagster_project.partitions import epoch_key
 from pipelines import connect_server
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
@@ -37,7 +42,6 @@ from tests.sockets import accepts, free_port
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 
-EPOCHS = (0, 1, 2)
 STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 FAST_QUEUE = """
@@ -50,15 +54,12 @@ run_coordinator:
 """Added to the test instance's settings: the queue launches a run within a second (not five)."""
 
 
-@pytest.fixture
-def dagster_dev(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[DagsterDev, Path]]:
+@contextmanager
+def running_dagster_dev(tmp_path: Path) -> Iterator[tuple[DagsterDev, Path]]:
     """``dagster dev`` on the project's workspace, with its instance and epochgate's state in
     ``tmp_path``, its runs using Spark through a Spark Connect server (one JVM for every run,
     instead of one per run); yields it and the state directory."""
     state = tmp_path / "home"
-    monkeypatch.setenv("EPOCHGATE_HOME", str(state))  # where the Connect server keeps its files
     connect_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
     dagster_home = instance_home(tmp_path)  # with the project's dagster.yaml
@@ -86,14 +87,17 @@ def dagster_dev(
         assert not accepts(connect_port), f"something still listens on port {connect_port}"
 
 
-def send_everything(rt: Runtime, data: DemoData) -> None:
-    """Every worker sends each epoch and advances past it; then every worker closes."""
-    for epoch in EPOCHS:
+def send_epochs(rt: Runtime, data: DemoData, epochs: range | tuple[int, ...]) -> None:
+    """Every worker sends each epoch and advances past it."""
+    for epoch in epochs:
         for source, workers in bank.WORKERS.items():
             for worker in range(workers):
                 for path in data.files(source, epoch, worker):
                     rt.input(source, worker).send(path)
                 rt.input(source, worker).advance_to(epoch + 1)
+
+
+def close_inputs(rt: Runtime) -> None:
     for source, workers in bank.WORKERS.items():
         for worker in range(workers):
             rt.input(source, worker).close()
@@ -112,42 +116,106 @@ def most_at_once(runs: list[dict[str, Any]]) -> int:
     return peak
 
 
-def test_the_daemon_runs_every_epoch_through_the_sensor(
-    dagster_dev: tuple[DagsterDev, Path], tmp_path: Path, spark: SparkSession
-) -> None:
-    dev, state = dagster_dev
-    data = generate(tmp_path / "inputs", epochs=len(EPOCHS), rows=120, accounts=12, seed=11)
-    ledger = Ledger(state / "ledger.duckdb")
-    rt = Runtime(bank.pipeline(), ledger, spark, state / "data")
-    send_everything(rt, data)
+BACKFILLED = range(8)
+ARRIVING = (8, 9, 10)
+LAUNCH_BACKFILL = """
+mutation Launch($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidStepError { invalidStepKey }
+    ... on InvalidOutputError { stepKey invalidOutputName }
+    ... on UnauthorizedError { message }
+  }
+}
+"""
+BACKFILL_STATUS = """
+query Status($id: String!) {
+  partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill { status } }
+}
+"""
 
-    # From here on the sensor and the daemon do everything.
-    deadline = time.monotonic() + 360
-    while True:
+
+def wait_until(
+    dev: DagsterDev, done: Callable[[], bool], what: str, *, timeout: float = 300
+) -> None:
+    """Poll ``done`` every second (failing at once on a failed run) until it holds."""
+    deadline = time.monotonic() + timeout
+    while not done():
         dev.check_alive()
         failed = [r for r in dev.runs() if r["status"] == "FAILURE"]
         assert not failed, f"runs failed: {failed}\n{dev.log_tail()}"
-        done = {s.stage: s.done for s in ledger.status("bank") if not s.is_input}
-        if all(set(EPOCHS) <= set(done[stage]) for stage in STAGES):
-            break
-        assert time.monotonic() < deadline, f"not done after 6 minutes: {done}"
-        time.sleep(2)
-
-    # A run commits to the ledger before Dagster records its end: wait for every run's end.
-    runs = dev.runs()
-    while not all(r["status"] in FINISHED for r in runs):
-        assert time.monotonic() < deadline, f"runs still in flight: {runs}"
+        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f}s\n{dev.log_tail()}"
         time.sleep(1)
-        runs = dev.runs()
-    assert runs
-    assert {r["status"] for r in runs} == {"SUCCESS"}
-    assert all({"key": "dagster/sensor_name", "value": "bank_frontier"} in r["tags"] for r in runs)
-    assert most_at_once(runs) <= 2  # the spark pool's limit
 
-    assert verify_outputs(rt, Oracle(data.root), len(EPOCHS)) == []
+
+def test_a_graphql_backfill_of_8_partitions_while_the_sensor_drives_new_epochs(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "home"
+    monkeypatch.setenv("EPOCHGATE_HOME", str(state))
+    epochs = len(BACKFILLED) + len(ARRIVING)
+    data = generate(tmp_path / "inputs", epochs=epochs, rows=60, accounts=8, seed=12)
+    ledger = Ledger(state / "ledger.duckdb")
+    rt = Runtime(bank.pipeline(), ledger, spark, state / "data")
+    send_epochs(rt, data, BACKFILLED)
+    rt.run()
+    before = {(s, e): attempts(ledger, s, e) for s in STAGES for e in BACKFILLED}
+
+    with running_dagster_dev(tmp_path) as (dev, _):
+        keys = [epoch_key(e) for e in BACKFILLED]
+
+        wait_until(
+            dev,
+            lambda: set(keys) <= set(partition_keys(dev)),
+            "the frontier sensor adds the 8 partitions",
+        )
+        launched = dev.graphql(
+            LAUNCH_BACKFILL,
+            {
+                "params": {
+                    "partitionNames": keys,
+                    "assetSelection": [{"path": ["bank", s]} for s in STAGES],
+                    "title": "backfill of 8 partitions",
+                }
+            },
+        )["launchPartitionBackfill"]
+        assert launched["__typename"] == "LaunchBackfillSuccess", launched
+        backfill_id = launched["backfillId"]
+        send_epochs(rt, data, ARRIVING)  # new epochs arrive while the backfill runs
+        close_inputs(rt)
+
+        def finished() -> bool:
+            status = dev.graphql(BACKFILL_STATUS, {"id": backfill_id})
+            if status["partitionBackfillOrError"]["status"] not in (
+                "COMPLETED",
+                "COMPLETED_SUCCESS",
+            ):
+                return False
+            done = {s.stage: s.done for s in ledger.status("bank") if not s.is_input}
+            every = all(set(range(epochs)) <= set(done[stage]) for stage in STAGES)
+            runs = dev.runs()
+            return every and not ledger.stale("bank") and all(r["status"] in FINISHED for r in runs)
+
+        wait_until(dev, finished, "the backfill and the new epochs are done", timeout=480)
+        runs = dev.runs()
+        nodes = dev.graphql("{ assetNodes { assetKey { path } dependencyKeys { path } } }")
+
+    assert {r["status"] for r in runs} == {"SUCCESS"}
+    assert most_at_once(runs) <= 2  # the spark pool's limit, across the backfill and the sensor
+    tags = [{t["key"]: t["value"] for t in r["tags"]} for r in runs]
+    by_backfill = [t for t in tags if t.get("dagster/backfill") == backfill_id]
+    assert sorted(t["dagster/partition"] for t in by_backfill) == keys  # a run per partition
+    by_sensor = [t for t in tags if "dagster/backfill" not in t]
+    assert all(t["dagster/sensor_name"] == "bank_frontier" for t in by_sensor)
+    assert {int(t["epochgate/epoch"]) for t in by_sensor} == set(ARRIVING)
+    # Every backfilled output was replaced (revised), and every epoch is counted once.
+    for (stage, epoch), old in before.items():
+        assert not attempts(ledger, stage, epoch) & old, f"{stage} epoch {epoch} was not revised"
+    assert verify_outputs(rt, Oracle(data.root), epochs) == []
     assert ledger.verify().ok
 
-    nodes = dev.graphql("{ assetNodes { assetKey { path } dependencyKeys { path } } }")
     lineage = {
         tuple(node["assetKey"]["path"]): {tuple(d["path"]) for d in node["dependencyKeys"]}
         for node in nodes["assetNodes"]
@@ -156,3 +224,18 @@ def test_the_daemon_runs_every_epoch_through_the_sensor(
         ("bank", name): {("bank", upstream) for upstream in stage.inputs}
         for name, stage in bank.pipeline().stages.items()
     }
+
+
+def attempts(ledger: Ledger, stage: str, epoch: int) -> set[str]:
+    """The attempts of the current messages of ``(stage, epoch)``."""
+    return {m.attempt for m in ledger.message("bank", stage, 0, epoch)}
+
+
+def partition_keys(dev: DagsterDev) -> list[str]:
+    """The bank epochs the instance has as partitions."""
+    data = dev.graphql(
+        '{ assetNodeOrError(assetKey: {path: ["bank", "valid_cards"]}) '
+        "{ ... on AssetNode { partitionKeys } } }"
+    )
+    keys: list[str] = data["assetNodeOrError"].get("partitionKeys") or []
+    return keys
