@@ -37,8 +37,9 @@ from dagster_project.partitions import (
     partitions_name,
 )
 from dagster_project.resources import LedgerResource
+from pipelines.clock import Explicit
 from pipelines.dataflow import Pipeline
-from progress.ledger import Ledger, StageStatus
+from progress.ledger import Hold, Ledger, StageStatus
 
 DEFAULT_INTERVAL = 30
 """Seconds between ticks: a frontier moves when data is sent or a run commits."""
@@ -144,8 +145,9 @@ def read_tick(
         if s.waiting and isinstance(s.waiting[0], int):
             texts = held.setdefault(s.waiting[0], [])
             for hold in s.holds:
-                if hold.text not in texts:
-                    texts.append(hold.text)
+                text = hold.text + close_hint(pipeline, hold)
+                if text not in texts:
+                    texts.append(text)
     return Tick(
         p,
         tuple(EpochWork(p, t, stages, digests[t]) for t, stages in sorted(work.items())),
@@ -154,6 +156,19 @@ def read_tick(
         {t: tuple(sorted(s)) for t, s in in_flight.items() if s},
         _open_inputs(statuses),
     )
+
+
+def close_hint(pipeline: Pipeline, hold: Hold) -> str:
+    """What will close the epoch a source worker holds, when its source closes by time or by
+    done-marker: `` (until 2026-11-21T08:10:00+00:00)``; else nothing (its worker does)."""
+    source, epoch = hold.blocker.location.node, hold.blocker.time
+    if source not in pipeline.stages or not isinstance(epoch, int) or len(hold.workers) != 1:
+        return ""
+    stage = pipeline.stage(source)
+    rule = pipeline.close_rule(source) if stage.is_source else None
+    if rule is None or isinstance(rule, Explicit):
+        return ""
+    return f" ({rule.until(pipeline.clock, epoch, hold.workers[0])})"
 
 
 def _sentence(text: str) -> str:

@@ -129,6 +129,10 @@ class Explicit:
     def describe(self) -> str:
         return "closed by its workers (advance/close)"
 
+    def until(self, clock: EpochClock | None, epoch: int, worker: int) -> str:
+        """What closes ``epoch`` for ``worker``, in words."""
+        return "until its worker advances or closes"
+
 
 @dataclass(frozen=True)
 class AfterEpochEnd:
@@ -146,6 +150,11 @@ class AfterEpochEnd:
     def describe(self) -> str:
         return f"closed {self.grace} after each epoch ends"
 
+    def until(self, clock: EpochClock | None, epoch: int, worker: int) -> str:
+        if clock is None:
+            raise ClockError("closing after each epoch ends needs an epoch clock")
+        return f"until {self.closes_at(clock, epoch).isoformat()}"
+
 
 @dataclass(frozen=True)
 class DoneMarkers:
@@ -159,6 +168,9 @@ class DoneMarkers:
 
     def describe(self) -> str:
         return f"closed by each worker's done-marker under {self.directory}"
+
+    def until(self, clock: EpochClock | None, epoch: int, worker: int) -> str:
+        return f"until its done-marker {self.marker(epoch, worker)}"
 
 
 CloseRule = Explicit | AfterEpochEnd | DoneMarkers

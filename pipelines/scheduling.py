@@ -120,7 +120,8 @@ def _reach(
             end += 1
         last = rule.closes_at(clock, end - 1).isoformat() if end > at else ""
         why = f"ended, grace {rule.grace} over at {last}"
-        return end, why, f"until {rule.closes_at(clock, end).isoformat()}"
-    while rule.marker(end, worker).exists():
-        end += 1
-    return end, "done-marker delivered", f"until its done-marker {rule.marker(end, worker)}"
+    else:
+        while rule.marker(end, worker).exists():
+            end += 1
+        why = "done-marker delivered"
+    return end, why, rule.until(clock, end, worker)

@@ -108,6 +108,7 @@ class Hold:
     blocker: Blocker
     text: str
     workers: tuple[int, ...] = ()
+    """The input worker that holds it (a source's blocker: one hold per worker)."""
 
 
 @dataclass(frozen=True)

@@ -624,7 +624,8 @@ class Ledger:
                 )
                 for w in workers or (None,):
                     who = f"worker {w}" if w is not None else f"{b.count} worker(s)"
-                    holds.append(Hold(b, f"source {node}, {who}, still holds {when}", workers))
+                    held = (w,) if w is not None else ()
+                    holds.append(Hold(b, f"source {node}, {who}, still holds {when}", held))
             elif isinstance(b.location, Target):
                 waiting.setdefault((node, b.time), []).append(b)
             else:

@@ -62,7 +62,11 @@ def test_the_clock_opens_and_closes_epochs_and_the_frontier_sensor_runs_them(
     drive.drive()  # only manual_out can run: the others wait for the clock and a marker
     assert {r.stages for r in drive.runs} == {("manual_out",)}
     waiting = skip_text(drive.tick())
-    assert "source events, worker 1, still holds epoch 0; source files, worker 1," in waiting
+    marker = markers / "epoch=0" / "worker=1.done"
+    assert (
+        "source events, worker 1, still holds epoch 0 (until 2026-11-02T01:10:00+00:00); "
+        f"source files, worker 1, still holds epoch 0 (until its done-marker {marker})."
+    ) in waiting
 
     # Ten past one: epoch 0 has ended and its grace is over; the last marker arrives.
     time.now = at(1) + GRACE
