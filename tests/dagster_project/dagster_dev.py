@@ -78,18 +78,22 @@ class DagsterDev:
 def launch(workdir: Path, env: dict[str, str], command: str = "dev") -> DagsterDev:
     """``dagster dev`` (or, with ``command="webserver"``, only ``dagster-webserver``) on the
     project's workspace in its own process group, SIGINT at its default so SIGTERM stops it."""
-    port, log = free_port(), workdir / f"dagster-{command}.log"
+    port = free_port()
     program = [str(BIN / "dagster"), "dev"]
     if command == "webserver":
         program = [str(BIN / "dagster-webserver")]
+    argv = [*program, "-w", str(REPO / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)]
+    # In workdir, no file can shadow a package on the import path.
+    return spawn(argv, cwd=workdir, env=env, port=port, log=workdir / f"dagster-{command}.log")
+
+
+def spawn(argv: list[str], *, cwd: Path, env: dict[str, str], port: int, log: Path) -> DagsterDev:
+    """``argv`` (something that serves Dagster on ``port``) in its own process group, its output
+    in ``log``, SIGINT at its default so SIGTERM stops it."""
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [
-                *program,
-                *("-w", str(REPO / "workspace.yaml")),
-                *("-h", "127.0.0.1", "-p", str(port)),
-            ],
-            cwd=workdir,  # no file here can shadow a package on the import path
+            argv,
+            cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -3,6 +3,9 @@ its data and the state store where the Runtime expects them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
@@ -62,3 +65,36 @@ def test_the_runtime_gets_the_ledger_data_and_state_it_is_given(
     rt = build_runtime(bank.pipeline(), spark=SparkResource(), ledger=apart, state=elsewhere)
     assert rt.store.root == tmp_path.resolve() / "d"
     assert rt.state.path == tmp_path.resolve() / "s.duckdb"
+
+
+STOPS_ITS_SESSION = """
+import dagster as dg
+from pyspark import SparkContext
+from pyspark.sql import SparkSession
+
+from dagster_project.resources import SparkResource
+
+@dg.asset
+def uses_spark(spark: SparkResource) -> None:
+    assert spark.session().range(3).count() == 3
+
+assert SparkSession.getActiveSession() is None
+assert dg.materialize([uses_spark], resources={"spark": SparkResource(master="local[1]")}).success
+assert SparkContext._active_spark_context is None, "the run's own session is still running"
+print("stopped")
+"""
+
+
+def test_a_run_stops_the_session_it_started(tmp_path: Path) -> None:
+    """In a process of its own (this one shares one Spark session for every test)."""
+    done = subprocess.run(
+        [sys.executable, "-c", STOPS_ITS_SESSION],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "stopped"
