@@ -72,6 +72,7 @@ bench: $(STAMP) ## Run the benchmarks (prints figures and ratios)
 	$(BIN)/python bench/bench_tracker.py
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_connect.py
+	$(BIN)/python bench/bench_dagster.py
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches
