@@ -2,7 +2,9 @@
 
 A tick adds a partition for every epoch the pipeline has reached, then requests one run per
 epoch with work: the stages the ledger finds ready (every message they will read for the epoch
-has arrived) or stale (a revision replaced what they read), upstream first. A run key names the
+has arrived) or stale (a revision replaced what they read), and the stages downstream of them
+that this run will make ready or stale, upstream first (a run per epoch, not per level of the
+graph: each run costs a process and its bookkeeping under the daemon). A run key names the
 epoch, the stages and the input messages they read, so a request is made once for the same work
 and again when the work changes. Stages already in a queued or running Dagster run are left out.
 When nothing can run, the skip reason says who holds each waiting epoch, in plain words.
@@ -39,6 +41,7 @@ from dagster_project.partitions import (
 from dagster_project.resources import LedgerResource
 from pipelines.clock import Explicit
 from pipelines.dataflow import Pipeline
+from progress import Tracker
 from progress.ledger import Hold, Ledger, StageStatus
 
 DEFAULT_INTERVAL = 30
@@ -131,6 +134,7 @@ def read_tick(
         carries = {name for name, s in pipeline.stages.items() if s.kind == "stateful"}
         known = [s for s in statuses if s.stage in pipeline.stages]
         work = plan_work(known, in_flight, carries)
+        work = chain_downstream(ledger.tracker(p), pipeline, known, work, in_flight=in_flight)
         digests = {
             epoch: _digest(ledger, pipeline, epoch, stages) for epoch, stages in work.items()
         }
@@ -216,6 +220,58 @@ def plan_work(
             if s.stage not in stages:
                 stages.append(s.stage)
     return {t: tuple(stages) for t, stages in out.items()}
+
+
+def chain_downstream(
+    tracker: Tracker,
+    pipeline: Pipeline,
+    statuses: Sequence[StageStatus],
+    work: Mapping[int, tuple[str, ...]],
+    *,
+    in_flight: Mapping[int, set[str]],
+) -> dict[int, tuple[str, ...]]:
+    """Add to each epoch's run the stages downstream of its stages that the run itself makes
+    ready, so one run per epoch does what would otherwise take a run per level of the graph (a
+    run executes its stages upstream first):
+
+    - a stage not done at the epoch that reads, undelayed, a stage of the run, whose other
+      inputs are done there (or sources), and whose every blocker is input of that epoch still
+      to be processed by a stage of the run;
+    - a done stage (not one that carries state) that reads a stage the run revises: it will be
+      stale.
+    """
+    busy = {stage for stages in in_flight.values() for stage in stages}
+    order = pipeline.graph().depths()
+    ranked = sorted((s for s in statuses if not s.is_input), key=lambda s: order[s.stage])
+    finished = {s.stage: set(s.done) - set(s.stale) for s in statuses}
+    out: dict[int, tuple[str, ...]] = {}
+    for epoch, planned in work.items():
+        stages = list(planned)
+        for s in ranked:
+            stage = pipeline.stage(s.stage)
+            carries = stage.kind == "stateful"
+            if (
+                s.stage in stages
+                or s.stage in in_flight.get(epoch, set())
+                or (carries and s.stage in busy)
+            ):
+                continue
+            reads = [u for u in stage.inputs if not pipeline.stage(u).is_source]
+            if epoch in s.done:
+                follows = not carries and any(u in stages for u in reads)
+            else:
+                follows = (
+                    any(u in stages and pipeline.stage(u).delay == 0 for u in reads)
+                    and all(u in stages or epoch in finished.get(u, ()) for u in reads)
+                    and all(
+                        b.time == epoch and b.location.node in stages
+                        for b in tracker.blockers(s.stage, epoch)
+                    )
+                )
+            if follows:
+                stages.append(s.stage)
+        out[epoch] = tuple(stages)
+    return out
 
 
 def _digest(ledger: Ledger, pipeline: Pipeline, epoch: int, stages: Sequence[str]) -> str:

@@ -59,7 +59,8 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
     summary = re.search(r"(\d+) Dagster runs launched, (\d+) succeeded", out)
     assert summary is not None, out
     launched = int(summary[1])
-    assert launched == int(summary[2]) >= 4 * 3  # each epoch takes 4 levels of stages
+    # A run per epoch, and one more for the held epoch (its wires ran while its cards waited).
+    assert launched == int(summary[2]) == 3 + 1
     assert "8 stages x 3 epochs verified" in out
     assert "\nledger: ok (" in out
 

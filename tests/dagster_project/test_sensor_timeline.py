@@ -21,8 +21,6 @@ from tests.dagster_project.scenario import Bank
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 
-FIRST = {"valid_cards", "valid_wires", "rings"}
-"""The stages that read sources only: the first ready at each epoch."""
 STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
 
 
@@ -32,10 +30,15 @@ def test_the_sensor_runs_each_epoch_when_ready_and_names_what_holds_it(bank_home
     # Nothing sent yet: there is no ledger, and nothing to run.
     assert skip_text(drive.tick()).startswith("No ledger at ")
 
-    # Epoch 0 arrives in full: only the stages that read sources are ready.
+    # Epoch 0 arrives in full: the stages that read sources are ready, and one run does every
+    # stage downstream of them too, upstream first.
     home.send_epoch(0)
     first = drive.tick()
-    assert requested(first) == [(0, FIRST)]
+    assert requested(first) == [(0, set(STAGES))]
+    (request,) = first.run_requests or ()
+    order = request.tags["epochgate/stages"].split(",")
+    assert set(order[:3]) == {"valid_cards", "valid_wires", "rings"}  # they read sources only
+    assert order.index("movements") < order.index("enriched") < order.index("region_totals")
     added = [list(r.partition_keys) for r in first.dynamic_partitions_requests or ()]
     assert added == [[epoch_key(0)]]
     again = drive.tick()
@@ -44,12 +47,10 @@ def test_the_sensor_runs_each_epoch_when_ready_and_names_what_holds_it(bank_home
     ]
     assert not again.dynamic_partitions_requests  # the partition exists now
 
-    (request,) = first.run_requests or ()
     run = drive.execute(request)
     checks = run.get_asset_check_evaluations()
-    assert {c.asset_key for c in checks} == {stage_key("bank", s) for s in FIRST}
+    assert {c.asset_key for c in checks} == {stage_key("bank", s) for s in STAGES}
     assert all(c.passed and c.check_name == LEDGER_CHECK for c in checks)
-    assert requested(drive.tick()) == [(0, {"movements"})]
     idle = skip_text_of(drive.drive())
     assert idle.startswith(
         "Nothing to run in pipeline bank. "

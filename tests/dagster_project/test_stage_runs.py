@@ -88,11 +88,13 @@ def test_the_sensor_reruns_what_a_revision_made_stale(bank_home: Bank) -> None:
     revised = home.rt.revise("valid_cards", [0])  # a backfill of one stage
     assert [r.status for r in revised] == ["revised"]
     stale = drive.tick()
-    assert requested(stale) == [(0, {"movements"})]
+    # movements reads it, and the same run revises what reads movements after it (but not
+    # balances: a stateful stage is revised on its own, from its earliest stale epoch on).
+    assert requested(stale) == [(0, {"movements", "category_totals", "enriched", "region_totals"})]
     run = drive.execute(*(stale.run_requests or ()))
-    (event,) = run.get_asset_materialization_events()
-    assert event.materialization.metadata["status"].value == "revised"
-    assert requested(drive.tick()) == [(0, {"category_totals", "balances", "enriched"})]
+    events = run.get_asset_materialization_events()
+    assert {e.materialization.metadata["status"].value for e in events} == {"revised"}
+    assert requested(drive.tick()) == [(0, {"balances"})]
     drive.drive()
     assert home.ledger.ledger().stale("bank") == []
     assert verify_outputs(home.rt, Oracle(home.data.root), 1) == []
