@@ -133,10 +133,11 @@ def read_tick(
         statuses = ledger.status(p)
         carries = {name for name, s in pipeline.stages.items() if s.kind == "stateful"}
         known = [s for s in statuses if s.stage in pipeline.stages]
-        work = plan_work(known, in_flight, carries)
-        work = chain_downstream(ledger.tracker(p), pipeline, known, work, in_flight=in_flight)
+        planned = plan_work(known, in_flight, carries)
+        work = chain_downstream(ledger.tracker(p), pipeline, known, planned, in_flight=in_flight)
+        # What the planned stages read: a chained stage reads what the run itself writes.
         digests = {
-            epoch: _digest(ledger, pipeline, epoch, stages) for epoch, stages in work.items()
+            epoch: _digest(ledger, pipeline, epoch, stages) for epoch, stages in planned.items()
         }
     epochs: set[int] = set()
     held: dict[int, list[str]] = {}
@@ -381,12 +382,14 @@ def frontier_sensor(
                 skip_reason=f"No ledger at {ledger.ledger_path} yet: nothing was sent to {p}."
             )
         book = ledger.ledger()
-        if p not in book.pipelines():
-            return dg.SensorResult(
-                skip_reason=f"Pipeline {p} is not in the ledger at {book.path} yet: "
-                "nothing was sent to it."
-            )
-        tick = read_tick(book, pipeline, in_flight_stages(context.instance, pipeline))
+        running = in_flight_stages(context.instance, pipeline)
+        with book.session():  # one hold on the ledger for the whole look
+            if p not in book.pipelines():
+                return dg.SensorResult(
+                    skip_reason=f"Pipeline {p} is not in the ledger at {book.path} yet: "
+                    "nothing was sent to it."
+                )
+            tick = read_tick(book, pipeline, running)
         known = set(context.instance.get_dynamic_partitions(partitions_name(p)))
         new = [k for k in map(epoch_key, tick.epochs) if k not in known]
         adds = [partitions.build_add_request(new)] if new else []

@@ -82,6 +82,7 @@ class Pipeline:
         self.clock = clock
         self._stages: dict[str, Stage] = {}
         self._feedback: dict[str, str | None] = {}
+        self._compiled: Graph | None = None
 
     # -- definition ----------------------------------------------------------------------------
 
@@ -92,6 +93,7 @@ class Pipeline:
         if stage.delay < 0:
             raise PipelineDefinitionError(self.name, stage.name, "delay must be >= 0")
         self._stages[stage.name] = stage
+        self._compiled = None
         return Stream(self.name, stage.name)
 
     def _input(self, stage: str, stream: Stream | str) -> str:
@@ -236,6 +238,7 @@ class Pipeline:
         source = self._input(name, stream)
         self._feedback[name] = source
         self._stages[name] = Stage(name, "feedback", (source,), delay=self._stages[name].delay)
+        self._compiled = None
 
     def sink(self, name: str, input: Stream | str, *, path: str) -> None:
         """Copy each committed epoch of ``input`` to ``path`` (Parquet, ``epoch=N`` folders)."""
@@ -254,7 +257,13 @@ class Pipeline:
         return self._stages[name]
 
     def graph(self) -> Graph:
-        """The progress graph: one node per stage, one output port each (none for sinks)."""
+        """The progress graph: one node per stage, one output port each (none for sinks);
+        compiled once per definition."""
+        if self._compiled is None:
+            self._compiled = self._compile()
+        return self._compiled
+
+    def _compile(self) -> Graph:
         for name, source in self._feedback.items():
             if source is None:
                 raise PipelineDefinitionError(self.name, name, "feedback was never connected")
