@@ -147,8 +147,9 @@ def read_tick(
         for t in (*s.done, *s.ready, *s.running, *s.waiting, *s.stale):
             if isinstance(t, int):
                 epochs.add(t)
-        if s.waiting and isinstance(s.waiting[0], int):
-            texts = held.setdefault(s.waiting[0], [])
+        first = s.waiting[0] if s.waiting else None
+        if isinstance(first, int) and s.stage not in work.get(first, ()):  # not run this tick
+            texts = held.setdefault(first, [])
             for hold in s.holds:
                 text = hold.text + close_hint(pipeline, hold)
                 if text not in texts:
