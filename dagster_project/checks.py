@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from dagster_project.metadata import output_time
 from dagster_project.names import LEDGER_CHECK, stage_key
 from pipelines.dataflow import Pipeline
 from progress import Time
@@ -87,7 +86,7 @@ def check_stage(
     p = pipeline.name
     with ledger.session():
         done = epoch in ledger.done_epochs(p, stage)
-        messages = ledger.message(p, stage, 0, output_time(pipeline.stage(stage), epoch))
+        messages = ledger.message(p, stage, 0, pipeline.stage(stage).output_time(epoch))
         stale = (stage, epoch) in ledger.stale(p)
         report = verify if verify is not None else ledger.verify()
     commits = len({m.batch_id for m in messages})

@@ -37,12 +37,19 @@ from dagster_project.resources import LedgerResource, SparkResource
 from dagster_project.sensors import IN_FLIGHT
 from pipelines import reports
 from pipelines.examples import bank
-from pipelines.examples.bank_data import ORACLE_SQL, Oracle, generate
-from pipelines.examples.demo import HELD, Echo, release, send_epoch, verify_outputs
+from pipelines.examples.bank_data import ORACLE_SQL, Oracle
+from pipelines.examples.demo import (
+    HELD,
+    Echo,
+    prepare,
+    release,
+    send_epoch,
+    verify_outputs,
+)
 from pipelines.examples.sizes import add_size_options
 from pipelines.runtime import Runtime
 from pipelines.settings import state_dir
-from pipelines.spark import master_url, quiet, spark_session
+from pipelines.spark import master_url
 from progress import EpochgateError
 
 INSTANCE_DIR = "dagster"
@@ -151,13 +158,15 @@ def run_demo(
     for run_id in fail_left_over_runs(instance):
         echo(f"marked run {run_id} of an interrupted demo as failed")
     drop_epoch_partitions(instance)
-    if home.exists():
-        shutil.rmtree(home)
-    echo(f"generating {epochs} epochs of ~{rows} rows over {accounts} accounts (seed {seed})")
-    data = generate(home / "inputs", epochs=epochs, rows=rows, accounts=accounts, seed=seed)
-    echo("starting Spark")
-    spark = spark_session(spark_master)
-    quiet(spark)
+    data, spark = prepare(
+        home,
+        epochs=epochs,
+        rows=rows,
+        accounts=accounts,
+        seed=seed,
+        spark_master=spark_master,
+        echo=echo,
+    )
     ledger = LedgerResource(path=str(home / "ledger.duckdb"), data_dir=str(home / "data"))
     defs = build_definitions(
         [bank.pipeline()], spark=SparkResource(master=master_url(spark_master)), ledger=ledger

@@ -101,11 +101,6 @@ def input_frontiers(tracker: Tracker, stage: Stage) -> tuple[InputFrontier, ...]
     )
 
 
-def output_time(stage: Stage, epoch: Time) -> Time:
-    """The time of the message a stage's run at ``epoch`` announces (later by its delay)."""
-    return epoch + stage.delay if isinstance(epoch, int) else epoch
-
-
 def materialized(
     ledger: Ledger,
     pipeline: Pipeline,
@@ -115,7 +110,7 @@ def materialized(
     """Read from the ledger what ``result`` left: the output message and the messages read."""
     p = pipeline.name
     stage = pipeline.stage(result.stage)
-    out_time = output_time(stage, result.epoch)
+    out_time = stage.output_time(result.epoch)
     with ledger.session():
         messages = tuple(ledger.message(p, stage.name, 0, out_time))
         reads = tuple(ledger.reads(p, stage.name, result.epoch))

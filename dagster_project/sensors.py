@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 from dagster._core.execution.backfill import BulkActionStatus
 
+from dagster_project.assets import stage_asset_keys
 from dagster_project.names import (
     EPOCH_TAG,
     PARTITION_TAG,
@@ -313,7 +314,7 @@ def in_flight_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[i
     materialize (whoever launched it: this sensor, a backfill or the UI), and those an asset
     backfill in progress has yet to launch (it will run them itself)."""
     p = pipeline.name
-    everything = {stage_key(p, s.name) for s in pipeline.stages.values() if not s.is_source}
+    everything = set(stage_asset_keys(pipeline))
     out = backfill_stages(instance, pipeline)
     for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_FLIGHT))):
         partition = run.tags.get(PARTITION_TAG)
@@ -337,8 +338,7 @@ def in_flight_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[i
 def backfill_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[int, set[str]]:
     """Per epoch, the stages of ``pipeline`` that asset backfills in progress target and have
     neither materialized nor given up on."""
-    p = pipeline.name
-    everything = {stage_key(p, s.name) for s in pipeline.stages.values() if not s.is_source}
+    everything = set(stage_asset_keys(pipeline))
     out: dict[int, set[str]] = {}
     for backfill in instance.get_backfills(status=BulkActionStatus.REQUESTED):
         data = backfill.asset_backfill_data

@@ -126,13 +126,6 @@ class EpochClock:
 class Explicit:
     """The source's workers close their epochs themselves (advance and close)."""
 
-    def describe(self) -> str:
-        return "closed by its workers (advance/close)"
-
-    def until(self, clock: EpochClock | None, epoch: int, worker: int) -> str:
-        """What closes ``epoch`` for ``worker``, in words."""
-        return "until its worker advances or closes"
-
 
 @dataclass(frozen=True)
 class AfterEpochEnd:
@@ -147,10 +140,8 @@ class AfterEpochEnd:
     def closes_at(self, clock: EpochClock, epoch: int) -> datetime:
         return clock.ends(epoch) + self.grace
 
-    def describe(self) -> str:
-        return f"closed {self.grace} after each epoch ends"
-
     def until(self, clock: EpochClock | None, epoch: int, worker: int) -> str:
+        """What closes ``epoch`` for ``worker``, in words."""
         if clock is None:
             raise ClockError("closing after each epoch ends needs an epoch clock")
         return f"until {self.closes_at(clock, epoch).isoformat()}"
@@ -165,9 +156,6 @@ class DoneMarkers:
     def marker(self, epoch: int, worker: int) -> Path:
         """The file worker ``worker`` writes when it has sent everything for ``epoch``."""
         return Path(self.directory).expanduser() / f"epoch={epoch}" / f"worker={worker}.done"
-
-    def describe(self) -> str:
-        return f"closed by each worker's done-marker under {self.directory}"
 
     def until(self, clock: EpochClock | None, epoch: int, worker: int) -> str:
         return f"until its done-marker {self.marker(epoch, worker)}"

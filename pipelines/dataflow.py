@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.clock import EXPLICIT, AfterEpochEnd, CloseRule, DoneMarkers, EpochClock, Explicit
 from pipelines.errors import PipelineDefinitionError
-from progress import CycleError, Delay, Graph, GraphBuilder, Source, Target
+from progress import CycleError, Delay, Graph, GraphBuilder, Source, Target, Time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -58,6 +58,11 @@ class Stage:
     @property
     def is_source(self) -> bool:
         return self.kind == "source"
+
+    def output_time(self, epoch: Time) -> Time:
+        """The time of the message this stage's run at ``epoch`` announces (later by its
+        delay)."""
+        return epoch + self.delay if isinstance(epoch, int) else epoch
 
 
 def check_name(pipeline: str, name: object, what: str = "stage") -> str:

@@ -364,7 +364,7 @@ class Runtime:
         stage, epoch, attempt = run.stage, run.epoch, run.attempt
         scratch = self.store.attempt_dir(p, stage.name, 0, epoch, f"{attempt}.scratch")
         fixed: FixedPoint | None = None
-        out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
+        out_time = stage.output_time(epoch)
         try:
             try:
                 shared = self._shared_files(run) if stage.kind == "union" else None
@@ -572,7 +572,7 @@ class Runtime:
         self, stage: Stage, epoch: Time, attempt: str, df: DataFrame
     ) -> tuple[Path, int, int]:
         p = self.pipeline.name
-        out_time = epoch + stage.delay if isinstance(epoch, int) else epoch
+        out_time = stage.output_time(epoch)
         path = self.store.attempt_dir(p, stage.name, 0, out_time, attempt)
         try:
             df.write.parquet(str(path))

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines import reports
 from pipelines.examples import bank
@@ -21,6 +22,9 @@ from pipelines.iteration import describe_round
 from pipelines.runtime import RunResult, Runtime
 from pipelines.spark import quiet, spark_session
 from progress.ledger import Ledger
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)
 
@@ -40,6 +44,27 @@ class DemoSummary:
         return not self.mismatches
 
 
+def prepare(
+    home: Path,
+    *,
+    epochs: int,
+    rows: int,
+    accounts: int,
+    seed: int,
+    spark_master: str | None,
+    echo: Echo,
+) -> tuple[DemoData, SparkSession]:
+    """A fresh ``home`` with seeded bank inputs under ``inputs/``, and a quiet Spark session."""
+    if home.exists():
+        shutil.rmtree(home)
+    echo(f"generating {epochs} epochs of ~{rows} rows over {accounts} accounts (seed {seed})")
+    data = generate(home / "inputs", epochs=epochs, rows=rows, accounts=accounts, seed=seed)
+    echo("starting Spark")
+    spark = spark_session(spark_master)
+    quiet(spark)
+    return data, spark
+
+
 def run_demo(
     home: Path,
     *,
@@ -50,13 +75,15 @@ def run_demo(
     spark_master: str | None = None,
     echo: Echo = print,
 ) -> DemoSummary:
-    if home.exists():
-        shutil.rmtree(home)
-    echo(f"generating {epochs} epochs of ~{rows} rows over {accounts} accounts (seed {seed})")
-    data = generate(home / "inputs", epochs=epochs, rows=rows, accounts=accounts, seed=seed)
-    echo("starting Spark")
-    spark = spark_session(spark_master)
-    quiet(spark)
+    data, spark = prepare(
+        home,
+        epochs=epochs,
+        rows=rows,
+        accounts=accounts,
+        seed=seed,
+        spark_master=spark_master,
+        echo=echo,
+    )
     ledger = Ledger(home / "ledger.duckdb")
     rt = Runtime(
         bank.pipeline(),
