@@ -22,8 +22,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 .PHONY: install
 install: $(STAMP) ## Create .venv and install epochgate with the dev extras
 
+.PHONY: system
+system: ## Install the system packages the suite needs (Java, ps, Chromium) when missing
+	.ci/system-packages
+
 .PHONY: test
-test: $(STAMP) ## Run the whole test suite
+test: $(STAMP) system ## Run the whole test suite (installs what it needs first)
 	$(BIN)/pytest -q
 
 # The demo's Dagster instance (DAGSTER_HOME) and its ledger and data, under the state directory.

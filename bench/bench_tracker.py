@@ -15,7 +15,16 @@ import statistics
 import time
 from collections.abc import Callable
 
-from progress import Delay, GraphBuilder, InputHandle, Source, Target, Tracker, Update
+from progress import (
+    Delay,
+    GraphBuilder,
+    InputHandle,
+    Source,
+    Target,
+    Tracker,
+    Update,
+    input_handle,
+)
 
 SOURCES = 3
 WORKERS = 4
@@ -47,7 +56,7 @@ def build() -> tuple[Tracker, list[str]]:
             b.add_edge(upstream, Target(name, i))
         outputs.append(Source(name))
         stages.append(name)
-    tracker = b.build()
+    tracker = Tracker(b.compile())
     tracker.apply(tracker.initial_batch())
     return tracker, stages
 
@@ -58,7 +67,7 @@ class Workload:
     def __init__(self) -> None:
         self.tracker, self.stages = build()
         self.handles: list[InputHandle] = [
-            self.tracker.input_handle(f"src{s}", w) for s in range(SOURCES) for w in range(WORKERS)
+            input_handle(self.tracker, f"src{s}", w) for s in range(SOURCES) for w in range(WORKERS)
         ]
         self.epoch = 0
         self.updates = 0

@@ -20,13 +20,16 @@ Either way, a stage that is not ready fails the run at once, naming who holds th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import inspect
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from typing import get_type_hints
+from pathlib import Path
+from typing import Any, get_type_hints
 
 import dagster as dg
 
 from dagster_project.checks import check_spec, check_stage
+from dagster_project.columns import spark_table_schema
 from dagster_project.metadata import input_frontiers, materialized
 from dagster_project.names import BACKFILL_TAG, EPOCH_TAG, assets_name, key_stage, stage_key
 from dagster_project.partitions import epoch_key, epoch_partitions, key_epoch
@@ -38,7 +41,7 @@ from dagster_project.resources import (
 )
 from pipelines.dataflow import Pipeline, Stage
 from pipelines.errors import PipelineError, StageNotReadyError
-from pipelines.runtime import RunResult, Runtime
+from pipelines.runtime import RunResult, RunStatus, Runtime
 from progress.ledger import Ledger
 
 KINDS = {"spark"}
@@ -51,32 +54,44 @@ Event = dg.MaterializeResult | dg.AssetCheckResult  # type: ignore[type-arg]
 
 
 def lineage(pipeline: Pipeline, stage: Stage) -> list[dg.AssetKey]:
-    """The asset dependencies of ``stage``: its inputs, except the input of a feedback stage,
-    which closes a loop (Dagster's asset graph has no cycles; the loop's delay keeps it sound)."""
-    if stage.kind == "feedback":
-        return []
-    return [stage_key(pipeline.name, upstream) for upstream in dict.fromkeys(stage.inputs)]
+    """The asset dependencies of ``stage`` (a feedback stage leaves out the edge that closes
+    its loop: Dagster's asset graph has no cycles)."""
+    return [stage_key(pipeline.name, upstream) for upstream in stage.lineage()]
 
 
-def describe(stage: Stage) -> str:
-    """A stage's description in the catalog: its kind, and its function's first doc line."""
-    text = {
-        "transform": "Transform",
-        "union": "Union of its inputs",
-        "join": f"Join on {', '.join(stage.options.get('on', ()))}",
-        "stateful": f"Stateful stage keyed by {', '.join(stage.key)} (state carries to the "
-        "next epoch)",
-        "iterate": "Iterative stage: rounds to a fixed point within each epoch",
-        "feedback": f"Feedback: carries {', '.join(stage.inputs)}'s output {stage.delay} "
-        "epoch(s) later (that edge is left out of the asset graph: it closes a loop)",
-        "sink": f"Sink: copies each epoch to {stage.options.get('path', '?')}",
-    }.get(stage.kind, stage.kind)
-    doc = (stage.fn.__doc__ or "").strip().splitlines() if stage.fn is not None else []
-    if doc and stage.kind in ("transform", "stateful", "iterate"):
-        text += f". {doc[0]}"
-    if stage.delay and stage.kind != "feedback":
-        text += f". Its output for epoch t belongs to epoch t + {stage.delay}"
-    return text
+def description(stage: Stage) -> str:
+    """What the asset page says of a stage: its function's docstring, then its kind."""
+    doc = inspect.getdoc(stage.code) if stage.code is not None else None
+    return f"{doc}\n\n{stage.describe()}" if doc else stage.describe()
+
+
+def definition_metadata(stage: Stage) -> dict[str, Any]:
+    """The stage's kind and delay, its declared columns (``dagster/column_schema``) and where
+    its function is defined (``dagster/code_references``)."""
+    out: dict[str, Any] = {"stage_kind": stage.kind, "delay": stage.delay}
+    if stage.workers:
+        out["workers"] = stage.workers
+    if stage.schema is not None:
+        out["dagster/column_schema"] = spark_table_schema(stage.schema)
+    reference = code_reference(stage.code) if stage.code is not None else None
+    if reference is not None:
+        out["dagster/code_references"] = dg.CodeReferencesMetadataValue(code_references=[reference])
+    return out
+
+
+def code_reference(fn: Callable[..., object]) -> dg.LocalFileCodeReference | None:
+    """The file and line where ``fn`` is defined (``None`` for what has no source file)."""
+    try:
+        path = inspect.getsourcefile(fn)
+        _, line = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    if path is None:
+        return None
+    label = getattr(fn, "__qualname__", None)
+    return dg.LocalFileCodeReference(
+        file_path=str(Path(path).resolve()), line_number=line, label=label
+    )
 
 
 def stage_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
@@ -86,11 +101,11 @@ def stage_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
         dg.AssetSpec(
             stage_key(pipeline.name, stage.name),
             deps=lineage(pipeline, stage),
-            description=describe(stage),
+            description=description(stage),
             group_name=pipeline.name,
             kinds=KINDS,
             partitions_def=partitions,
-            metadata={"stage_kind": stage.kind, "delay": stage.delay},
+            metadata=definition_metadata(stage),
         )
         for stage in pipeline.stages.values()
         if not stage.is_source
@@ -103,14 +118,11 @@ def source_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
     return [
         dg.AssetSpec(
             stage_key(pipeline.name, stage.name),
-            description=(
-                f"Source with {stage.workers} worker(s); data arrives through its input "
-                "handles (send, advance, close), not through Dagster"
-            ),
+            description=description(stage),
             group_name=pipeline.name,
             kinds=KINDS,
             partitions_def=partitions,
-            metadata={"stage_kind": "source", "workers": stage.workers},
+            metadata=definition_metadata(stage),
         )
         for stage in pipeline.stages.values()
         if stage.is_source
@@ -238,10 +250,10 @@ class StageRun:
                         f"{stage} epoch {self.epoch} was recomputed by run {by} of this backfill "
                         "(a stateful stage is revised from its earliest epoch on)"
                     )
-                    return [RunResult(stage, self.epoch, "done-already")]
+                    return [RunResult(stage, self.epoch, RunStatus.DONE_ALREADY)]
                 return runtime.backfill(stage, [self.epoch], downstream=False)
             result = runtime.run_stage(stage, self.epoch)
-            if result.status == "done-already" and (stage, self.epoch) in runtime.stale():
+            if result.status is RunStatus.DONE_ALREADY and (stage, self.epoch) in runtime.stale():
                 return runtime.revise(stage, [self.epoch])
         except StageNotReadyError as err:
             holds = list(dict.fromkeys(err.holds))  # one line per holder, not per input port
@@ -260,7 +272,7 @@ class StageRun:
     def _recomputed_by(self, runtime: Runtime, stage: str) -> str | None:
         """The run of this backfill that already recomputed this epoch of a stateful stage
         (revising an earlier epoch recomputes the later ones), unless it is stale since."""
-        if self.backfill_id is None or self.pipeline.stage(stage).kind != "stateful":
+        if self.backfill_id is None or not self.pipeline.stage(stage).holds_state:
             return None
         instance = self.context.instance
         found = instance.fetch_materializations(

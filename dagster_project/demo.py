@@ -31,10 +31,10 @@ import dagster as dg
 
 from dagster_project.definitions import build_definitions
 from dagster_project.driver import DriveError, Driver, LaunchedRun
+from dagster_project.in_flight import IN_FLIGHT
 from dagster_project.names import job_name
 from dagster_project.partitions import partitions_name
 from dagster_project.resources import LedgerResource, SparkResource
-from dagster_project.sensors import IN_FLIGHT
 from pipelines import reports
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, Oracle

@@ -16,6 +16,7 @@ from pipelines.dataflow import Pipeline, Stage
 from pipelines.runtime import RunResult
 from progress import Target, Time, Tracker
 from progress.ledger import Ledger, MessageRecord, MessageRef
+from progress.timestamp import time_metadata
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,22 @@ class Materialized:
             "messages": dg.MetadataValue.json([_message(m) for m in self.messages]),
             "reads": dg.MetadataValue.json(
                 [
-                    {"stage": r.stage, "port": r.port, "epoch": _json(r.time), "attempt": r.attempt}
+                    {
+                        "stage": r.stage,
+                        "port": r.port,
+                        "epoch": time_metadata(r.time),
+                        "attempt": r.attempt,
+                    }
                     for r in self.reads
                 ]
             ),
             "input_frontier": dg.MetadataValue.json(
                 [
-                    {"port": f.port, "from": f.upstream, "frontier": [_json(t) for t in f.frontier]}
+                    {
+                        "port": f.port,
+                        "from": f.upstream,
+                        "frontier": [time_metadata(t) for t in f.frontier],
+                    }
                     for f in self.frontier
                 ]
             ),
@@ -129,16 +139,12 @@ def _message(m: MessageRecord) -> Mapping[str, Any]:
     return {
         "stage": m.stage,
         "port": m.port,
-        "epoch": _json(m.time),
+        "epoch": time_metadata(m.time),
         "attempt": m.attempt,
         "rows": m.rows,
         "bytes": m.bytes,
         "batch": m.batch_id,
     }
-
-
-def _json(t: Time) -> Any:
-    return t if isinstance(t, int) else str(t)
 
 
 def _int(t: Time) -> int:

@@ -15,47 +15,32 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import dagster as dg
-from dagster._core.execution.backfill import BulkActionStatus
 
-from dagster_project.assets import stage_asset_keys
+from dagster_project.in_flight import in_flight_stages
 from dagster_project.names import (
     EPOCH_TAG,
-    PARTITION_TAG,
     PIPELINE_TAG,
     STAGES_TAG,
     check_key,
-    job_name,
     sensor_name,
     stage_key,
 )
-from dagster_project.partitions import (
-    EpochKeyError,
-    epoch_key,
-    epoch_partitions,
-    key_epoch,
-    partitions_name,
-)
+from dagster_project.partitions import epoch_key, epoch_partitions, partitions_name
 from dagster_project.resources import LedgerResource
 from pipelines.clock import Explicit
 from pipelines.dataflow import Pipeline
-from progress import Tracker
+from pipelines.planning import plan_runs, plan_work
+from pipelines.stages import SourceStage
 from progress.ledger import Hold, Ledger, StageStatus
+from progress.sentences import source_holds
+
+__all__ = ["DEFAULT_INTERVAL", "EpochWork", "Tick", "frontier_sensor", "plan_work", "read_tick"]
 
 DEFAULT_INTERVAL = 30
 """Seconds between ticks: a frontier moves when data is sent or a run commits."""
-
-IN_FLIGHT = (
-    dg.DagsterRunStatus.QUEUED,
-    dg.DagsterRunStatus.NOT_STARTED,
-    dg.DagsterRunStatus.STARTING,
-    dg.DagsterRunStatus.STARTED,
-    dg.DagsterRunStatus.CANCELING,
-)
-"""Run statuses whose stages must not be requested again: the run may still commit them."""
 
 
 @dataclass(frozen=True)
@@ -131,12 +116,14 @@ def read_tick(
     p = pipeline.name
     in_flight = in_flight or {}
     with ledger.session():
-        statuses = ledger.status(p)
-        carries = {name for name, s in pipeline.stages.items() if s.kind == "stateful"}
+        tracker = ledger.tracker(p)
+        statuses = ledger.status(p, tracker=tracker)
+        carries = {name for name, s in pipeline.stages.items() if s.holds_state}
         known = [s for s in statuses if s.stage in pipeline.stages]
+        work = plan_runs(tracker, known, in_flight, carries)
+        # What the stages planned from the status read: a stage chained after them reads what
+        # the run itself writes.
         planned = plan_work(known, in_flight, carries)
-        work = chain_downstream(ledger.tracker(p), pipeline, known, planned, in_flight=in_flight)
-        # What the planned stages read: a chained stage reads what the run itself writes.
         digests = {
             epoch: _digest(ledger, pipeline, epoch, stages) for epoch, stages in planned.items()
         }
@@ -172,10 +159,9 @@ def close_hint(pipeline: Pipeline, hold: Hold) -> str:
     if source not in pipeline.stages or not isinstance(epoch, int) or len(hold.workers) != 1:
         return ""
     stage = pipeline.stage(source)
-    rule = pipeline.close_rule(source) if stage.is_source else None
-    if rule is None or isinstance(rule, Explicit):
+    if not isinstance(stage, SourceStage) or isinstance(stage.close, Explicit):
         return ""
-    return f" ({rule.until(pipeline.clock, epoch, hold.workers[0])})"
+    return f" ({stage.close.until(pipeline.clock, epoch, hold.workers[0])})"
 
 
 def _sentence(text: str) -> str:
@@ -184,97 +170,6 @@ def _sentence(text: str) -> str:
 
 def _sources_first(text: str) -> bool:
     return not text.startswith("source ")
-
-
-def plan_work(
-    statuses: Sequence[StageStatus],
-    in_flight: Mapping[int, set[str]],
-    carries: AbstractSet[str] = frozenset(),
-) -> dict[int, tuple[str, ...]]:
-    """Per epoch, the stages to run there, in the status order (upstream first): those ready or
-    stale, except stages already in flight at that epoch.
-
-    A stage in ``carries`` keeps state from epoch to epoch, so it gets one epoch at a time, and
-    none while a run of it is in flight: its earliest stale epoch (revising it recomputes every
-    later one from the state before it), else its ready epoch.
-
-    >>> from progress.ledger import StageStatus
-    >>> balances = StageStatus("bank", "balances", False, (2,), (0, 1), (2,), (), (), stale=(0, 1))
-    >>> plan_work([balances], {}, {"balances"})
-    {0: ('balances',)}
-    >>> plan_work([balances], {}, set())
-    {2: ('balances',), 0: ('balances',), 1: ('balances',)}
-    """
-    busy = {stage for stages in in_flight.values() for stage in stages}
-    out: dict[int, list[str]] = {}
-    for s in statuses:
-        if s.is_input:
-            continue
-        epochs = [t for t in (*s.ready, *s.stale) if isinstance(t, int)]
-        if s.stage in carries:
-            if s.stage in busy:
-                continue
-            stale = [t for t in s.stale if isinstance(t, int)]
-            epochs = [min(stale)] if stale else epochs[:1]
-        for t in epochs:
-            if s.stage in in_flight.get(t, set()):
-                continue
-            stages = out.setdefault(t, [])
-            if s.stage not in stages:
-                stages.append(s.stage)
-    return {t: tuple(stages) for t, stages in out.items()}
-
-
-def chain_downstream(
-    tracker: Tracker,
-    pipeline: Pipeline,
-    statuses: Sequence[StageStatus],
-    work: Mapping[int, tuple[str, ...]],
-    *,
-    in_flight: Mapping[int, set[str]],
-) -> dict[int, tuple[str, ...]]:
-    """Add to each epoch's run the stages downstream of its stages that the run itself makes
-    ready, so one run per epoch does what would otherwise take a run per level of the graph (a
-    run executes its stages upstream first):
-
-    - a stage not done at the epoch that reads, undelayed, a stage of the run, whose other
-      inputs are done there (or sources), and whose every blocker is input of that epoch still
-      to be processed by a stage of the run;
-    - a done stage (not one that carries state) that reads a stage the run revises: it will be
-      stale.
-    """
-    busy = {stage for stages in in_flight.values() for stage in stages}
-    order = pipeline.graph().depths()
-    ranked = sorted((s for s in statuses if not s.is_input), key=lambda s: order[s.stage])
-    finished = {s.stage: set(s.done) - set(s.stale) for s in statuses}
-    out: dict[int, tuple[str, ...]] = {}
-    for epoch, planned in work.items():
-        stages = list(planned)
-        for s in ranked:
-            stage = pipeline.stage(s.stage)
-            carries = stage.kind == "stateful"
-            if (
-                s.stage in stages
-                or s.stage in in_flight.get(epoch, set())
-                or (carries and s.stage in busy)
-            ):
-                continue
-            reads = [u for u in stage.inputs if not pipeline.stage(u).is_source]
-            if epoch in s.done:
-                follows = not carries and any(u in stages for u in reads)
-            else:
-                follows = (
-                    any(u in stages and pipeline.stage(u).delay == 0 for u in reads)
-                    and all(u in stages or epoch in finished.get(u, ()) for u in reads)
-                    and all(
-                        b.time == epoch and b.location.node in stages
-                        for b in tracker.blockers(s.stage, epoch)
-                    )
-                )
-            if follows:
-                stages.append(s.stage)
-        out[epoch] = tuple(stages)
-    return out
 
 
 def _digest(ledger: Ledger, pipeline: Pipeline, epoch: int, stages: Sequence[str]) -> str:
@@ -301,59 +196,7 @@ def _open_inputs(statuses: Sequence[StageStatus]) -> tuple[str, ...]:
     for t, source, w in held:
         if t == first:
             workers.setdefault(source, []).append(w)
-    return tuple(
-        f"source {source}, worker {ws[0]}, still holds epoch {first}"
-        if len(ws) == 1
-        else f"source {source}, workers {', '.join(map(str, ws))}, still hold epoch {first}"
-        for source, ws in workers.items()
-    )
-
-
-def in_flight_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[int, set[str]]:
-    """Per epoch, the stages of ``pipeline`` that a queued or running Dagster run will
-    materialize (whoever launched it: this sensor, a backfill or the UI), and those an asset
-    backfill in progress has yet to launch (it will run them itself)."""
-    p = pipeline.name
-    everything = set(stage_asset_keys(pipeline))
-    out = backfill_stages(instance, pipeline)
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=list(IN_FLIGHT))):
-        partition = run.tags.get(PARTITION_TAG)
-        if partition is None:
-            continue
-        try:
-            epoch = key_epoch(partition)
-        except EpochKeyError:
-            continue
-        if run.asset_selection is not None:
-            keys = set(run.asset_selection) & everything
-        elif run.job_name == job_name(p):
-            keys = everything
-        else:
-            continue
-        if keys:
-            out.setdefault(epoch, set()).update(k.path[1] for k in keys)
-    return out
-
-
-def backfill_stages(instance: dg.DagsterInstance, pipeline: Pipeline) -> dict[int, set[str]]:
-    """Per epoch, the stages of ``pipeline`` that asset backfills in progress target and have
-    neither materialized nor given up on."""
-    everything = set(stage_asset_keys(pipeline))
-    out: dict[int, set[str]] = {}
-    for backfill in instance.get_backfills(status=BulkActionStatus.REQUESTED):
-        data = backfill.asset_backfill_data
-        if data is None:  # a job backfill: its runs are seen once queued
-            continue
-        left = data.target_subset - data.materialized_subset - data.failed_and_downstream_subset
-        for found in left.iterate_asset_partitions():
-            if found.asset_key not in everything or found.partition_key is None:
-                continue
-            try:
-                epoch = key_epoch(found.partition_key)
-            except EpochKeyError:
-                continue
-            out.setdefault(epoch, set()).add(found.asset_key.path[1])
-    return out
+    return tuple(source_holds(source, ws, first) for source, ws in workers.items())
 
 
 def frontier_sensor(

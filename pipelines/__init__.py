@@ -1,5 +1,71 @@
-"""Pipelines on Spark: the stage API, the per-epoch run, the CLI driver and example pipelines."""
+"""Pipelines on Spark: the stage API, the per-epoch runtime, scheduled epochs and the errors.
+
+What pipelines are written against:
+
+    from pipelines import Pipeline, Runtime, spark_session
+
+``pipelines.testing`` helps test them; ``pipelines.examples`` holds the shipped examples.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from pipelines.clock import AfterEpochEnd, ClockError, CloseRule, DoneMarkers, EpochClock, Explicit
+from pipelines.dataflow import Pipeline, Stream
+from pipelines.errors import (
+    InputValidationError,
+    PipelineDefinitionError,
+    PipelineError,
+    StageFailedError,
+    StageNotReadyError,
+)
+from pipelines.inputs import SourceInput
+from pipelines.runtime import RunResult, RunStatus, Runtime
+from pipelines.spark import SparkUnavailableError, spark_session
+from pipelines.stages import (
+    FeedbackStage,
+    IterateStage,
+    JoinStage,
+    SinkStage,
+    SourceStage,
+    Stage,
+    StatefulStage,
+    TransformStage,
+    UnionStage,
+)
+from progress.errors import EpochgateError
+
+__all__ = [
+    # defining
+    "Pipeline",
+    "Stream",
+    "Stage",
+    "SourceStage",
+    "TransformStage",
+    "UnionStage",
+    "JoinStage",
+    "StatefulStage",
+    "IterateStage",
+    "FeedbackStage",
+    "SinkStage",
+    # scheduled epochs
+    "EpochClock",
+    "CloseRule",
+    "Explicit",
+    "AfterEpochEnd",
+    "DoneMarkers",
+    # running
+    "Runtime",
+    "RunResult",
+    "RunStatus",
+    "SourceInput",
+    "spark_session",
+    # errors
+    "EpochgateError",
+    "PipelineError",
+    "PipelineDefinitionError",
+    "InputValidationError",
+    "StageNotReadyError",
+    "StageFailedError",
+    "ClockError",
+    "SparkUnavailableError",
+]

@@ -17,10 +17,10 @@ from pipelines.dataflow import Pipeline
 from pipelines.examples import registry
 from pipelines.examples.sizes import add_size_options
 from pipelines.iteration import describe_round
-from pipelines.runtime import Runtime, register
+from pipelines.runtime import Runtime
 from pipelines.scheduling import close_epochs
 from pipelines.settings import LEDGER_ENV, data_path, ledger_path
-from progress import EpochgateError, Product, Time
+from progress import EpochgateError, InvalidTimeError, Time, timestamp
 from progress.ledger import Ledger
 
 
@@ -39,16 +39,11 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def parse_time(text: str) -> Time:
-    """``7`` or ``7,2`` (epoch 7, round 2)."""
+    """``7`` or ``7,2`` (epoch 7, round 2), for argparse."""
     try:
-        parts = [int(p) for p in text.strip("() ").split(",")]
-    except ValueError:
+        return timestamp.parse_time(text)
+    except InvalidTimeError:
         raise argparse.ArgumentTypeError(f"not an epoch: {text!r}") from None
-    if len(parts) == 1 and parts[0] >= 0:
-        return parts[0]
-    if len(parts) == 2 and min(parts) >= 0:
-        return Product(parts[0], parts[1])
-    raise argparse.ArgumentTypeError(f"not an epoch: {text!r}")
 
 
 def open_ledger(args: argparse.Namespace) -> Ledger:
@@ -145,7 +140,7 @@ def registered_ledger(args: argparse.Namespace) -> tuple[Pipeline, Ledger]:
     """The pipeline and its ledger, registered, without starting Spark."""
     pipeline = load_pipeline(args.pipeline_def)
     ledger = Ledger(ledger_path(args.ledger), lock_timeout=args.lock_timeout)
-    register(ledger, pipeline)
+    pipeline.register(ledger)
     return pipeline, ledger
 
 

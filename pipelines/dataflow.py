@@ -13,24 +13,35 @@ not advance time) is raised when the pipeline is defined or compiled, never at r
 from __future__ import annotations
 
 import keyword
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from pipelines.carry import StateUpdate
 from pipelines.clock import EXPLICIT, AfterEpochEnd, CloseRule, DoneMarkers, EpochClock, Explicit
 from pipelines.errors import PipelineDefinitionError
-from progress import CycleError, Delay, Graph, GraphBuilder, Source, Target, Time
+from pipelines.iteration import RoundStep, Transform
+from pipelines.stages import (
+    DEFAULT_MAX_ROUNDS,
+    FeedbackStage,
+    IterateStage,
+    JoinStage,
+    SinkStage,
+    SourceStage,
+    Stage,
+    StatefulStage,
+    TransformStage,
+    UnionStage,
+    with_inputs,
+)
+from progress import CycleError, Delay, Graph, GraphBuilder, Source, Target
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-Transform = Callable[["DataFrame"], "DataFrame"]
-StateUpdate = Callable[["DataFrame", "DataFrame"], "DataFrame"]
-RoundStep = Callable[["DataFrame", "DataFrame"], "DataFrame"]
+    from progress.ledger import Ledger
 
-KINDS = ("source", "transform", "union", "join", "stateful", "iterate", "feedback", "sink")
-DEFAULT_MAX_ROUNDS = 100
+__all__ = ["Pipeline", "RoundStep", "Stage", "StateUpdate", "Stream", "Transform", "check_name"]
 
 
 @dataclass(frozen=True)
@@ -39,30 +50,6 @@ class Stream:
 
     pipeline: str
     stage: str
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One node of a pipeline (settings only; the runtime calls ``fn``)."""
-
-    name: str
-    kind: str
-    inputs: tuple[str, ...] = ()
-    fn: Callable[..., Any] | None = None
-    delay: int = 0
-    workers: int = 0
-    schema: StructType | None = None
-    key: tuple[str, ...] = ()
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_source(self) -> bool:
-        return self.kind == "source"
-
-    def output_time(self, epoch: Time) -> Time:
-        """The time of the message this stage's run at ``epoch`` announces (later by its
-        delay)."""
-        return epoch + self.delay if isinstance(epoch, int) else epoch
 
 
 def check_name(pipeline: str, name: object, what: str = "stage") -> str:
@@ -95,8 +82,8 @@ class Pipeline:
         check_name(self.name, stage.name)
         if stage.name in self._stages:
             raise PipelineDefinitionError(self.name, stage.name, "a stage of that name exists")
-        if stage.delay < 0:
-            raise PipelineDefinitionError(self.name, stage.name, "delay must be >= 0")
+        if type(stage.delay) is not int or stage.delay < 0:
+            raise PipelineDefinitionError(self.name, stage.name, "delay must be an int >= 0")
         self._stages[stage.name] = stage
         self._compiled = None
         return Stream(self.name, stage.name)
@@ -112,7 +99,7 @@ class Pipeline:
             raise PipelineDefinitionError(
                 self.name, stage, f"unknown input {name!r}; defined so far: {known}"
             )
-        if self._stages[name].kind == "sink":
+        if not self._stages[name].outputs:
             raise PipelineDefinitionError(self.name, stage, f"{name!r} is a sink: nothing reads it")
         return name
 
@@ -143,26 +130,26 @@ class Pipeline:
                 name,
                 "closing after each epoch ends needs an epoch clock: Pipeline(..., clock=...)",
             )
-        options = {"close": close}
         return self._add(
-            Stage(name, "source", workers=workers, schema=schema, key=tuple(key), options=options)
+            SourceStage(name=name, schema=schema, workers=workers, key=tuple(key), close=close)
         )
 
     def close_rule(self, source: str) -> CloseRule:
         """How ``source``'s epochs close."""
-        rule: CloseRule = self.stage(source).options.get("close", EXPLICIT)
-        return rule
+        stage = self.stage(source)
+        return stage.close if isinstance(stage, SourceStage) else EXPLICIT
 
     def transform(self, name: str, input: Stream | str, fn: Transform, *, delay: int = 0) -> Stream:
         """Any DataFrame-to-DataFrame function of one epoch's input. With ``delay=k`` the output
         of epoch ``t`` belongs to epoch ``t + k``."""
-        return self._add(Stage(name, "transform", (self._input(name, input),), fn, delay))
+        inputs = (self._input(name, input),)
+        return self._add(TransformStage(name=name, inputs=inputs, fn=fn, delay=delay))
 
     def union(self, name: str, *inputs: Stream | str) -> Stream:
         """All rows of several inputs with the same columns (matched by name)."""
         if len(inputs) < 2:
             raise PipelineDefinitionError(self.name, name, "a union needs at least two inputs")
-        return self._add(Stage(name, "union", tuple(self._input(name, i) for i in inputs)))
+        return self._add(UnionStage(name=name, inputs=tuple(self._input(name, i) for i in inputs)))
 
     def join(
         self,
@@ -177,7 +164,7 @@ class Pipeline:
         if not on:
             raise PipelineDefinitionError(self.name, name, "a join needs columns to join on")
         inputs = (self._input(name, left), self._input(name, right))
-        return self._add(Stage(name, "join", inputs, options={"on": tuple(on), "how": how}))
+        return self._add(JoinStage(name=name, inputs=inputs, on=tuple(on), how=how))
 
     def stateful(
         self,
@@ -200,7 +187,9 @@ class Pipeline:
         if missing:
             raise PipelineDefinitionError(self.name, name, f"key columns {missing} not in schema")
         inputs = (self._input(name, input),)
-        return self._add(Stage(name, "stateful", inputs, update, key=tuple(key), schema=schema))
+        return self._add(
+            StatefulStage(name=name, inputs=inputs, key=tuple(key), schema=schema, update=update)
+        )
 
     def iterate(
         self,
@@ -223,14 +212,15 @@ class Pipeline:
         for what, fn in (("init", init), ("step", step)):
             if not callable(fn):
                 raise PipelineDefinitionError(self.name, name, f"{what} must be a function")
-        options = {"init": init, "max_rounds": max_rounds}
         inputs = (self._input(name, input),)
-        return self._add(Stage(name, "iterate", inputs, step, options=options))
+        return self._add(
+            IterateStage(name=name, inputs=inputs, init=init, step=step, max_rounds=max_rounds)
+        )
 
     def feedback(self, name: str, *, delay: int) -> Stream:
         """A stream that carries a later stage's output back, ``delay`` epochs later. Connect
         it with ``connect``; a loop that does not delay (``delay=0``) is refused."""
-        stream = self._add(Stage(name, "feedback", (), delay=delay))
+        stream = self._add(FeedbackStage(name=name, delay=delay))
         self._feedback[name] = None
         return stream
 
@@ -242,12 +232,12 @@ class Pipeline:
             raise PipelineDefinitionError(self.name, name, "this feedback is already connected")
         source = self._input(name, stream)
         self._feedback[name] = source
-        self._stages[name] = Stage(name, "feedback", (source,), delay=self._stages[name].delay)
+        self._stages[name] = with_inputs(self._stages[name], (source,))
         self._compiled = None
 
     def sink(self, name: str, input: Stream | str, *, path: str) -> None:
         """Copy each committed epoch of ``input`` to ``path`` (Parquet, ``epoch=N`` folders)."""
-        self._add(Stage(name, "sink", (self._input(name, input),), options={"path": path}))
+        self._add(SinkStage(name=name, inputs=(self._input(name, input),), path=path))
 
     # -- compiled form -------------------------------------------------------------------------
 
@@ -274,7 +264,7 @@ class Pipeline:
                 raise PipelineDefinitionError(self.name, name, "feedback was never connected")
         builder = GraphBuilder()
         for stage in self._stages.values():
-            outputs = 0 if stage.kind == "sink" else 1
+            outputs = stage.outputs
             summaries = {(i, 0): [Delay(stage.delay)] for i in range(len(stage.inputs))}
             builder.add_node(
                 stage.name,
@@ -298,3 +288,13 @@ class Pipeline:
     def downstream(self, name: str) -> list[str]:
         """The stages that read ``name``'s output, in definition order."""
         return [s.name for s in self._stages.values() if name in s.inputs]
+
+    def register(self, ledger: Ledger, *, from_start: bool = False) -> Graph:
+        """Register the graph (and the nested scopes of its stages) in ``ledger``, as anything
+        that runs the pipeline or feeds it must first; returns the graph."""
+        graph = self.graph()
+        ledger.register(self.name, graph, from_start=from_start)
+        for stage in self._stages.values():
+            for scope, inner in stage.scopes(self.name):
+                ledger.register(scope, inner)
+        return graph

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from progress.errors import EpochgateError
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
+
+
+def first_line(err: BaseException) -> str:
+    """The line of an error worth showing: its first, or for a Python worker's traceback
+    relayed by Spark, the exception line at its end."""
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    if len(lines) > 1 and lines[0].endswith(":"):
+        found = [line for line in lines if _EXCEPTION_LINE.match(line)]
+        if found:
+            return found[-1][:300]
+    return lines[0][:300]
 
 
 class PipelineError(EpochgateError):

@@ -9,39 +9,37 @@ nothing), so each stage runs each epoch once.
 
 from __future__ import annotations
 
-import re
 import shutil
 from functools import reduce
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from pipelines.errors import InputValidationError
+from pipelines.errors import InputValidationError, first_line
 from pipelines.file_inputs import check_file
 from pipelines.schema_check import check_columns
-from pipelines.storage import new_attempt
+from pipelines.stages import SourceStage
+from pipelines.storage import DataStore, new_attempt
 from progress import ClosedHandleError, Time
-from progress.ledger import CommitResult, MessageEntry
-
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
+from progress.ledger import CommitResult, Ledger, MessageEntry
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from pipelines.runtime import Runtime
+    from pipelines.dataflow import Pipeline
 
 
-def first_line(err: BaseException) -> str:
-    """The line of an error worth showing: its first, or for a Python worker's traceback
-    relayed by Spark, the exception line at its end."""
-    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
-    if not lines:
-        return type(err).__name__
-    if len(lines) > 1 and lines[0].endswith(":"):
-        found = [line for line in lines if _EXCEPTION_LINE.match(line)]
-        if found:
-            return found[-1][:300]
-    return lines[0][:300]
+class Bound(Protocol):
+    """A pipeline bound to its ledger, data directory and Spark session (a ``Runtime``)."""
+
+    @property
+    def pipeline(self) -> Pipeline: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def spark(self) -> SparkSession: ...
+    @property
+    def store(self) -> DataStore: ...
 
 
 def check_frame(
@@ -70,9 +68,9 @@ def check_frame(
 class SourceInput:
     """Worker ``worker`` of source ``source`` of a running pipeline."""
 
-    def __init__(self, runtime: Runtime, source: str, worker: int) -> None:
+    def __init__(self, runtime: Bound, source: str, worker: int) -> None:
         stage = runtime.pipeline.stage(source)
-        if not stage.is_source:
+        if not isinstance(stage, SourceStage):
             raise InputValidationError(source, "-", f"{source!r} is not a source of the pipeline")
         if not 0 <= worker < stage.workers:
             raise InputValidationError(source, "-", f"there is no worker {worker}")
@@ -94,7 +92,6 @@ class SourceInput:
         if epoch is None:
             raise ClosedHandleError(self.source, self.worker, "send")
         file = None
-        assert self._stage.schema is not None
         if isinstance(data, str | Path):
             file = str(data)
             if not Path(file).exists():

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.dataflow import Stage
 from pipelines.errors import StageFailedError
 from pipelines.storage import DataStore, new_attempt
 from progress import Delay, Graph, GraphBuilder, Product, ProductSummary, Source, Target, Update
@@ -39,6 +38,9 @@ if TYPE_CHECKING:
 
 STEP = "step"
 """The scope's one node: a round."""
+
+Transform = Callable[["DataFrame"], "DataFrame"]
+RoundStep = Callable[["DataFrame", "DataFrame"], "DataFrame"]
 
 RoundCallback = Callable[[str, int, int, int | None], None]
 """Told ``(stage, epoch, round, rows changed)`` after each round (``None``: some, not counted)."""
@@ -99,7 +101,10 @@ class Rounds:
         spark: SparkSession,
         *,
         pipeline: str,
-        stage: Stage,
+        stage: str,
+        init: Transform,
+        step: RoundStep,
+        max_rounds: int,
         epoch: int,
         checkpoint: bool,
         on_round: RoundCallback | None = None,
@@ -108,8 +113,11 @@ class Rounds:
         self.store = store
         self.spark = spark
         self.pipeline = pipeline
-        self.scope = scope_name(pipeline, stage.name)
+        self.scope = scope_name(pipeline, stage)
         self.stage = stage
+        self.init = init
+        self.step = step
+        self.max_rounds = max_rounds
         self.epoch = epoch
         self.checkpoint = checkpoint
         self.on_round = on_round
@@ -159,12 +167,10 @@ class Rounds:
     def run(self, batch: DataFrame, output: Path) -> FixedPoint:
         """Run rounds from the last committed one (or from ``init``) to the fixed point; the
         final state is moved to ``output``."""
-        stage = self.stage
-        init = stage.options["init"]
-        limit: int = stage.options["max_rounds"]
+        stage, limit = self.stage, self.max_rounds
         start = self.committed_round() if self.checkpoint else None
         if start is None:
-            r, state_path = 0, self._write(init(batch), 0)
+            r, state_path = 0, self._write(self.init(batch), 0)
             if self.checkpoint:
                 r, state_path = self._commit_round(0, state_path)
         else:
@@ -176,16 +182,15 @@ class Rounds:
             if r >= limit:
                 kept = f"; round {r}'s state is committed" if self.checkpoint else ""
                 raise StageFailedError(
-                    stage.name,
+                    stage,
                     self.epoch,
                     f"no fixed point after {limit} rounds (max_rounds={limit}){kept}",
                 )
             if state_schema is None:  # read once; later rounds skip the footer reads
                 state_schema = self.spark.read.parquet(str(state_path)).schema
             state = self.spark.read.schema(state_schema).parquet(str(state_path))
-            assert stage.fn is not None
-            following = stage.fn(state, batch)
-            _same_columns(stage.name, self.epoch, state, following)
+            following = self.step(state, batch)
+            _same_columns(stage, self.epoch, state, following)
             next_path = self._write(following.select(*state.columns), r + 1)
             try:
                 changed = self._changed(state, state_path, next_path, checksums)
@@ -193,7 +198,7 @@ class Rounds:
                 shutil.rmtree(next_path, ignore_errors=True)
                 raise
             if self.on_round is not None:
-                self.on_round(stage.name, self.epoch, r, changed)
+                self.on_round(stage, self.epoch, r, changed)
             if changed == 0:
                 output.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(next_path, output)
@@ -236,7 +241,7 @@ class Rounds:
 
     def _write(self, df: DataFrame, r: int) -> Path:
         path = self.store.attempt_dir(
-            self.pipeline, self.stage.name, 0, Product(self.epoch, r), new_attempt()
+            self.pipeline, self.stage, 0, Product(self.epoch, r), new_attempt()
         )
         try:
             df.write.parquet(str(path))

@@ -6,12 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from progress import Product, Time
-from progress.ledger import History, StageStatus, describe_time
-from progress.spec import encode_time
-
-
-def _time(t: Time) -> str:
-    return f"({t.outer},{t.inner})" if isinstance(t, Product) else str(t)
+from progress.ledger import History, StageStatus
+from progress.timestamp import describe_time, format_time, time_to_data
 
 
 def compress(times: Sequence[Time]) -> str:
@@ -23,7 +19,7 @@ def compress(times: Sequence[Time]) -> str:
     if not times:
         return "-"
     if any(isinstance(t, Product) for t in times):
-        return ", ".join(_time(t) for t in times)
+        return ", ".join(format_time(t) for t in times)
     parts: list[str] = []
     start = prev = int(times[0])  # type: ignore[arg-type]
     for t in [*times[1:], None]:
@@ -47,11 +43,11 @@ def status_table(statuses: Sequence[StageStatus]) -> str:
         for s in rows:
             if s.is_input:
                 held = ", ".join(
-                    f"w{w}@{'closed' if t is None else _time(t)}" for w, t in s.workers
+                    f"w{w}@{'closed' if t is None else format_time(t)}" for w, t in s.workers
                 )
                 table.append((s.stage, f"source: {held or 'no workers'}", "", "", "", "", ""))
                 continue
-            frontier = ", ".join(_time(t) for t in s.frontier) or "done"
+            frontier = ", ".join(format_time(t) for t in s.frontier) or "done"
             table.append(
                 (
                     s.stage,
@@ -85,15 +81,15 @@ def status_json(statuses: Sequence[StageStatus]) -> list[dict[str, Any]]:
             "pipeline": s.pipeline,
             "stage": s.stage,
             "source": s.is_input,
-            "frontier": [encode_time(t) for t in s.frontier],
-            "done": [encode_time(t) for t in s.done],
-            "ready": [encode_time(t) for t in s.ready],
-            "running": [encode_time(t) for t in s.running],
-            "waiting": [encode_time(t) for t in s.waiting],
-            "stale": [encode_time(t) for t in s.stale],
+            "frontier": [time_to_data(t) for t in s.frontier],
+            "done": [time_to_data(t) for t in s.done],
+            "ready": [time_to_data(t) for t in s.ready],
+            "running": [time_to_data(t) for t in s.running],
+            "waiting": [time_to_data(t) for t in s.waiting],
+            "stale": [time_to_data(t) for t in s.stale],
             "blockers": [h.text for h in s.holds],
-            "workers": {str(w): None if t is None else encode_time(t) for w, t in s.workers},
-            "rounds": [encode_time(t) for t in s.rounds],
+            "workers": {str(w): None if t is None else time_to_data(t) for w, t in s.workers},
+            "rounds": [time_to_data(t) for t in s.rounds],
         }
         for s in statuses
     ]

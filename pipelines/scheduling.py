@@ -16,7 +16,7 @@ from datetime import datetime
 
 from pipelines.clock import AfterEpochEnd, ClockError, DoneMarkers, EpochClock
 from pipelines.dataflow import Pipeline
-from pipelines.runtime import register
+from pipelines.stages import SourceStage
 from progress.ledger import Ledger
 
 
@@ -78,14 +78,14 @@ def close_epochs(ledger: Ledger, pipeline: Pipeline, now: datetime) -> ClockTick
     ``now``; workers of sources closed explicitly are left alone."""
     clock = pipeline.clock
     p = pipeline.name
-    register(ledger, pipeline)
+    pipeline.register(ledger)
     closed: list[Closing] = []
     waiting: list[Waiting] = []
     with ledger.session():  # read and advance every worker with nobody else in between
         for stage in pipeline.stages.values():
-            if not stage.is_source:
+            if not isinstance(stage, SourceStage):
                 continue
-            rule = pipeline.close_rule(stage.name)
+            rule = stage.close
             if not isinstance(rule, AfterEpochEnd | DoneMarkers):
                 continue
             for worker in range(stage.workers):

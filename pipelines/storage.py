@@ -17,18 +17,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from progress import Product, Time
+from progress import Time
+from progress.timestamp import time_directory
 
 
 def new_attempt() -> str:
     """A fresh attempt id: sortable by creation time, unique across processes."""
     return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
-
-
-def _epoch_dir(t: Time) -> str:
-    if isinstance(t, Product):
-        return f"epoch={t.outer:012d}/round={t.inner:06d}"
-    return f"epoch={t:012d}"
 
 
 class DataStore:
@@ -38,7 +33,9 @@ class DataStore:
         self.root = Path(root).resolve()
 
     def attempt_dir(self, pipeline: str, stage: str, port: int, t: Time, attempt: str) -> Path:
-        return self.root / pipeline / stage / f"port={port}" / _epoch_dir(t) / f"attempt={attempt}"
+        return (
+            self.root / pipeline / stage / f"port={port}" / time_directory(t) / f"attempt={attempt}"
+        )
 
     @staticmethod
     def stats(path: Path) -> tuple[int, int]:

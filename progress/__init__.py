@@ -25,7 +25,7 @@ from progress.errors import (
     UnknownPortError,
 )
 from progress.graph import Graph, GraphBuilder, NodeSpec
-from progress.handles import InputHandle, Probe
+from progress.handles import InputHandle, Probe, input_handle, probe
 from progress.location import Location, Source, Target
 from progress.summary import Delay, PathSummary, ProductSummary, identity_of
 from progress.timestamp import MAX_EPOCH, Product, Time, less_equal, less_than, minimum_like
@@ -67,7 +67,9 @@ __all__ = [
     "UnknownPortError",
     "Update",
     "identity_of",
+    "input_handle",
     "less_equal",
     "less_than",
     "minimum_like",
+    "probe",
 ]

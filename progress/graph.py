@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 from progress.antichain import Antichain
 from progress.errors import (
@@ -24,9 +23,6 @@ from progress.errors import (
 from progress.location import Location, Source, Target
 from progress.summary import PathSummary, fits, identity_of
 from progress.timestamp import Time, validate_time
-
-if TYPE_CHECKING:
-    from progress.tracker import Tracker
 
 Hop = tuple[int, PathSummary | None]
 """A step from one location to the next: the next location's index and the summary along the
@@ -51,7 +47,7 @@ class NodeSpec:
 
 
 class GraphBuilder:
-    """Collects nodes and edges, then compiles them into a ``Graph`` (or a ``Tracker``).
+    """Collects nodes and edges, then compiles them into a ``Graph`` (``Tracker(graph)`` tracks it).
 
     >>> from progress import Delay
     >>> b = GraphBuilder()
@@ -130,12 +126,6 @@ class GraphBuilder:
                 if target not in fed:
                     raise DanglingPortError(target)
         return Graph(self._minimum, self._nodes.values(), self._edges)
-
-    def build(self) -> Tracker:
-        """Compile and return a ``Tracker`` with no counts."""
-        from progress.tracker import Tracker
-
-        return Tracker(self.compile())
 
 
 class Graph:

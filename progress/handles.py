@@ -3,20 +3,36 @@
 An ``InputHandle`` belongs to one worker of an input node and holds that worker's capability on
 the node's outputs. Each action returns the progress batch it produces and applies it nowhere,
 so one worker's batches can be delivered to any number of observers (trackers, the ledger).
+``input_handle`` and ``probe`` make them for a tracker.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from progress.antichain import Antichain
-from progress.errors import ClosedHandleError, HandleError, TimeRegressionError
+from progress.errors import (
+    ClosedHandleError,
+    HandleError,
+    TimeRegressionError,
+    UnknownLocationError,
+)
+from progress.graph import Graph
+from progress.location import Location
 from progress.timestamp import Time, less_equal, validate_time
+from progress.tracker import Tracker, Update
 
-if TYPE_CHECKING:
-    from progress.graph import Graph
-    from progress.location import Location
-    from progress.tracker import Tracker, Update
+
+def input_handle(tracker: Tracker, node: str, worker: int = 0) -> InputHandle:
+    """A handle for worker ``worker`` of input node ``node`` of the tracker's graph; its actions
+    return batches (apply them to the tracker, or to any other observer)."""
+    return InputHandle(tracker.graph, node, worker)
+
+
+def probe(tracker: Tracker, location: Location) -> Probe:
+    """A read-only view of ``location``'s frontier in ``tracker``; raises
+    ``UnknownLocationError`` for a location outside its graph."""
+    if location not in tracker.graph.index:
+        raise UnknownLocationError(location)
+    return Probe(tracker, location)
 
 
 class InputHandle:
@@ -27,7 +43,7 @@ class InputHandle:
     >>> b.add_node("payments", inputs=0, outputs=1)
     >>> b.add_node("validate", inputs=1, outputs=1, workers=0)
     >>> b.add_edge(Source("payments"), Target("validate"))
-    >>> handle = b.build().input_handle("payments", worker=0)
+    >>> handle = input_handle(Tracker(b.compile()), "payments", worker=0)
     >>> handle.send()
     [(Target('validate', 0), 0, 1)]
     >>> handle.advance_to(3)

@@ -14,18 +14,9 @@ from typing import Any
 from progress.graph import Graph, GraphBuilder
 from progress.location import Source, Target
 from progress.summary import Delay, PathSummary, ProductSummary
-from progress.timestamp import Product, Time
+from progress.timestamp import time_from_data, time_to_data
 
 Spec = dict[str, Any]
-
-
-def encode_time(t: Time) -> Any:
-    """``7`` stays ``7``; ``Product(1, 2)`` becomes ``[1, 2]``."""
-    return [encode_time(t.outer), encode_time(t.inner)] if isinstance(t, Product) else t
-
-
-def decode_time(data: Any) -> Time:
-    return Product(decode_time(data[0]), decode_time(data[1])) if isinstance(data, list) else data
 
 
 def encode_summary(s: PathSummary) -> Any:
@@ -43,7 +34,7 @@ def decode_summary(data: Any) -> PathSummary:
 def to_spec(graph: Graph) -> Spec:
     """The canonical data of a graph: equal graphs give equal specs."""
     return {
-        "minimum": encode_time(graph.minimum),
+        "minimum": time_to_data(graph.minimum),
         "nodes": {
             name: {
                 "inputs": spec.inputs,
@@ -64,7 +55,7 @@ def to_spec(graph: Graph) -> Spec:
 
 def from_spec(spec: Spec) -> Graph:
     """Compile a spec back into a graph (validating it again)."""
-    builder = GraphBuilder(decode_time(spec["minimum"]))
+    builder = GraphBuilder(time_from_data(spec["minimum"]))
     for name, node in spec["nodes"].items():
         builder.add_node(
             name,

@@ -24,7 +24,6 @@ from progress.timestamp import MAX_EPOCH, Time, less_equal, validate_time
 
 if TYPE_CHECKING:
     from progress.graph import Graph
-    from progress.handles import InputHandle, Probe
 
 Update = tuple[Location, Time, int]
 """One entry of a progress batch: ``(location, time, delta)``."""
@@ -205,20 +204,7 @@ class Tracker:
             self._reaching[node] = cached
         return cached
 
-    # -- handles -----------------------------------------------------------------------------
-
-    def input_handle(self, node: str, worker: int = 0) -> InputHandle:
-        """A handle for worker ``worker`` of input node ``node``; its actions return batches."""
-        from progress.handles import InputHandle
-
-        return InputHandle(self.graph, node, worker)
-
-    def probe(self, location: Location) -> Probe:
-        """A read-only view of ``location``'s frontier in this tracker."""
-        from progress.handles import Probe
-
-        self._location(location)
-        return Probe(self, location)
+    # -- stage runs --------------------------------------------------------------------------
 
     def stage_batch(self, node: str, time: Time) -> list[Update]:
         """The batch of running ``node`` once for ``time`` in this tracker's view.

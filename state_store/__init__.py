@@ -1,4 +1,5 @@
-"""Keyed materializations of stateful stages: full or partial, holes, upqueries and eviction."""
+"""Keyed state of stateful stages, with history by epoch (full state only: partial state,
+upqueries and eviction are not built yet)."""
 
 from __future__ import annotations
 

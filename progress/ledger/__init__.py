@@ -13,10 +13,10 @@ from progress.ledger.records import (
     MessageRef,
     Origin,
     PartialBatch,
+    RunKind,
     RunRecord,
     StageStatus,
     VerifyReport,
-    describe_time,
     scope_name,
 )
 from progress.ledger.schema import VERSION as SCHEMA_VERSION
@@ -36,9 +36,9 @@ __all__ = [
     "MessageRef",
     "Origin",
     "PartialBatch",
+    "RunKind",
     "RunRecord",
     "StageStatus",
     "VerifyReport",
-    "describe_time",
     "scope_name",
 ]

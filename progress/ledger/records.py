@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from progress.location import Location
-from progress.timestamp import Product, Time
+from progress.timestamp import Time
 from progress.tracker import Blocker
-
-
-def describe_time(t: Time) -> str:
-    """``epoch 7`` or ``epoch 7, round 2``."""
-    if isinstance(t, Product):
-        return f"epoch {t.outer}, round {t.inner}"
-    return f"epoch {t}"
 
 
 def scope_name(pipeline: str, stage: str) -> str:
@@ -26,14 +20,26 @@ def scope_name(pipeline: str, stage: str) -> str:
     return f"{pipeline}.{stage}"
 
 
+class RunKind(StrEnum):
+    """What a stage's batch for an epoch is: its one run, or a revision of a done run."""
+
+    RUN = "run"
+    REVISION = "revision"
+
+
 @dataclass(frozen=True)
 class Origin:
-    """Who committed a batch: registration, an input worker, a stage run, or the system."""
+    """Who committed a batch: registration, an input worker, a stage run, or the system.
+
+    ``run`` is the kind of a pipeline stage's run; ``None`` for every other batch, including
+    the rounds of an iterative stage's scope (they are steps of one run, not runs).
+    """
 
     kind: str
     node: str | None = None
     worker: int | None = None
     time: Time | None = None
+    run: RunKind | None = None
 
     @staticmethod
     def system() -> Origin:
@@ -44,8 +50,13 @@ class Origin:
         return Origin("input", node, worker)
 
     @staticmethod
-    def stage(node: str, time: Time) -> Origin:
-        return Origin("stage", node, None, time)
+    def stage(node: str, time: Time, run: RunKind | None = None) -> Origin:
+        """A batch of stage ``node`` at ``time``: with ``run``, the stage's run or revision.
+
+        >>> Origin.stage("validate", 3, RunKind.REVISION).run
+        <RunKind.REVISION: 'revision'>
+        """
+        return Origin("stage", node, None, time, run)
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,16 @@
 ``meta``, zero sums removed; the updates of later batches (the tail) are added on read and
 folded into ``counts`` every so many batches.
 
-Times are stored as two BIGINT columns: an epoch ``t`` as ``(t, -1)``, a ``Product(o, i)`` of
-epochs as ``(o, i)``. Locations are ``(kind, node, port)`` with kind 0 for an output port
-(``Source``) and 1 for an input port (``Target``).
+Times are stored as two BIGINT columns (``progress.timestamp.time_to_columns``): an epoch ``t``
+as ``(t, -1)``, a ``Product(o, i)`` of epochs as ``(o, i)``. Locations are ``(kind, node, port)``
+with kind 0 for an output port (``Source``) and 1 for an input port (``Target``).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from progress.location import Location, Source, Target
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the control plane and the message catalog.
@@ -121,6 +123,20 @@ MIGRATIONS: tuple[str, ...] = (
         input_attempt VARCHAR NOT NULL
     );
     """,
+    # 5: a stage batch's run kind ('run' or 'revision', NULL for any other batch) as a column,
+    # filled for older batches from their keys. Some DuckDB releases refuse ALTER TABLE on a
+    # table with an index; with the index dropped around it, the change works on 1.2 and 2.0
+    # alike (300,000 batches: 0.1 s).
+    """
+    DROP INDEX batches_by_origin;
+    ALTER TABLE batches ADD COLUMN run_kind VARCHAR;
+    UPDATE batches SET run_kind = CASE
+        WHEN starts_with(key, 'run:') THEN 'run'
+        WHEN starts_with(key, 'revise:') THEN 'revision'
+    END
+    WHERE origin = 'stage';
+    CREATE INDEX batches_by_origin ON batches (pipeline, node, t0);
+    """,
 )
 
 VERSION = len(MIGRATIONS)
@@ -154,3 +170,21 @@ def migrate(con: Any, found: int, target: int = VERSION) -> None:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def location_columns(location: Location) -> tuple[int, str, int]:
+    """A location as the ledger's ``(kind, node, port)`` columns.
+
+    >>> location_columns(Target("validate", 1))
+    (1, 'validate', 1)
+    """
+    return (0 if isinstance(location, Source) else 1, location.node, location.port)
+
+
+def location_from_columns(kind: int, node: str, port: int) -> Location:
+    """The location stored as ``(kind, node, port)``.
+
+    >>> location_from_columns(0, "payments", 0)
+    Source('payments', 0)
+    """
+    return Source(node, port) if kind == 0 else Target(node, port)

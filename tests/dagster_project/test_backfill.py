@@ -16,9 +16,9 @@ import dagster as dg
 import pytest
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
 
+from dagster_project.in_flight import backfill_stages
 from dagster_project.names import BACKFILL_TAG, check_key, stage_key
 from dagster_project.partitions import epoch_key
-from dagster_project.sensors import backfill_stages
 from pipelines.examples import bank
 from pipelines.examples.bank_data import Oracle
 from pipelines.examples.demo import verify_outputs

@@ -39,6 +39,9 @@ GROUP = "bank"
 STAGES = list(bank.pipeline().stages)
 """Every stage has a node in the group's graph: each source as an external asset."""
 SCREENSHOT = REPO / "tests" / "artifacts" / "asset_graph.png"
+ASSET_SCREENSHOT = REPO / "tests" / "artifacts" / "asset_page.png"
+ASSET = "balances"
+"""The stage whose asset page must show its description (its function's docstring) and columns."""
 VIEWPORT = {"width": 1600, "height": 1000}
 FIND_SECONDS = 30.0
 """How long the page may take to load the code location and lay out the graph."""
@@ -195,10 +198,28 @@ def settle(page: Page, *, timeout: float) -> None:
         page.wait_for_timeout(250)
 
 
+def shown(page: Page, text: str, *, timeout: float) -> bool:
+    """Whether an element whose whole text is ``text`` (or, for a long text, that contains it)
+    appears on the page within ``timeout``."""
+    found = page.get_by_text(text, exact=len(text) < 40).first
+    try:
+        found.wait_for(state="visible", timeout=timeout * 1000)
+    except PlaywrightError:
+        return False
+    return True
+
+
 def test_the_asset_graph_shows_every_stage(chromium_executable: str, webserver: DagsterDev) -> None:
     url = group_page(webserver, GROUP)
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     SCREENSHOT.unlink(missing_ok=True)  # no earlier run's picture passes for this one's
+    ASSET_SCREENSHOT.unlink(missing_ok=True)
+    stage = bank.pipeline().stage(ASSET)
+    doc = (stage.code.__doc__ or "").strip().splitlines()[0] if stage.code else ""
+    columns = stage.schema.fieldNames() if stage.schema is not None else []
+    assert doc, f"{ASSET} needs a docstring for this test"
+    assert columns, f"{ASSET} needs declared columns for this test"
+    absent: list[str] = []
     errors: list[str] = []
     with chromium(chromium_executable) as browser:
         page = browser.new_page(viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
@@ -211,8 +232,18 @@ def test_the_asset_graph_shows_every_stage(chromium_executable: str, webserver: 
                 settle(page, timeout=SETTLE_SECONDS)
         finally:
             page.screenshot(path=SCREENSHOT)  # also of a page that never showed the graph
+        asset_url = f"http://127.0.0.1:{webserver.port}/assets/{GROUP}/{ASSET}"
+        try:
+            page.goto(asset_url, wait_until="domcontentloaded")
+            absent = [t for t in (doc, *columns) if not shown(page, t, timeout=FIND_SECONDS)]
+        finally:
+            page.screenshot(path=ASSET_SCREENSHOT, full_page=True)
     webserver.check_alive()
     assert not missing, (
         f"no node in view for {missing} of {STAGES} after {FIND_SECONDS:.0f}s at {url} "
         f"(screenshot: {SCREENSHOT}); page errors: {errors}\n{webserver.log_tail()}"
+    )
+    assert not absent, (
+        f"the asset page of {ASSET} at {asset_url} does not show {absent} "
+        f"(screenshot: {ASSET_SCREENSHOT}); page errors: {errors}"
     )

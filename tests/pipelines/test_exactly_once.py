@@ -11,9 +11,11 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
+from pipelines.dataflow import Pipeline
+from pipelines.executor import Executor
 from pipelines.runtime import Runtime
 from progress import Time
-from progress.ledger import MessageRef
+from progress.ledger import Ledger, MessageRef
 from tests.pipelines.shop import WORKERS, Shop, oracle, rows_of
 
 pytestmark = pytest.mark.spark
@@ -23,13 +25,22 @@ STAGES = ("valid_orders", "refunds_negated", "movements", "by_category", "by_reg
 Action = tuple[str, int, int]
 
 
-class ReadsEveryAttempt(Runtime):
-    """A broken runtime: it also reads replaced attempts, so a revision is counted twice."""
+class EveryAttempt(Executor):
+    """A broken executor: it also reads replaced attempts, so a revision is counted twice."""
 
-    def _input(self, upstream: str, epoch: Time) -> tuple[list[MessageRef], list[str]]:
-        refs, _ = super()._input(upstream, epoch)
+    def resolve(self, upstream: str, epoch: Time) -> tuple[list[MessageRef], list[str]]:
+        refs, _ = super().resolve(upstream, epoch)
         history = self.ledger.history(self.pipeline.name, upstream, epoch).messages
         return refs, [m.path for m in history if m.path and m.port == 0]
+
+
+def reads_every_attempt(
+    pipeline: Pipeline, ledger: Ledger, spark: SparkSession, data: Path
+) -> Runtime:
+    """A runtime whose runs go through the broken executor."""
+    rt = Runtime(pipeline, ledger, spark, data)
+    rt.executor = EveryAttempt(pipeline, ledger, spark, rt.store, rt.state)
+    return rt
 
 
 def play(shop_: Shop, actions: list[Action]) -> None:
@@ -125,6 +136,6 @@ def test_the_check_catches_double_counting(tmp_path: Path, spark: SparkSession) 
     good = fresh(tmp_path / "good", spark)
     play(good, SCHEDULE)
     assert mismatches(good) == []
-    broken = fresh(tmp_path / "broken", spark, ReadsEveryAttempt)
+    broken = fresh(tmp_path / "broken", spark, reads_every_attempt)
     play(broken, SCHEDULE)
     assert mismatches(broken) != []

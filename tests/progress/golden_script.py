@@ -34,6 +34,7 @@ from progress import (
     Target,
     Time,
     Tracker,
+    input_handle,
 )
 
 _LOCATION = re.compile(r"^(\w+)\.(in|out)(\d+)$")
@@ -104,11 +105,11 @@ def run_script(path: Path) -> None:
         elif verb == "build":
             if rest[:2] == ["fails", "CycleError"]:
                 with pytest.raises(CycleError) as info:
-                    builder.build()
+                    builder.compile()
                 expected = tuple(w for w in rest[2:] if w != "->")
                 assert info.value.cycle == expected, f"{where}: got cycle {info.value.cycle}"
                 return
-            tracker = builder.build()
+            tracker = Tracker(builder.compile())
         else:
             assert tracker is not None, f"{where}: build first"
             _step(tracker, handles, verb, rest, where)
@@ -124,7 +125,7 @@ def _step(
     def handle(name: str, worker: str) -> InputHandle:
         key = (name, int(worker))
         if key not in handles:
-            handles[key] = tracker.input_handle(name, int(worker))
+            handles[key] = input_handle(tracker, name, int(worker))
         return handles[key]
 
     if verb == "apply":

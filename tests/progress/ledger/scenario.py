@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from progress import Delay, Graph, GraphBuilder, Source, Target
-from progress.ledger import Ledger, MessageEntry, Origin
+from progress.ledger import Ledger, MessageEntry, Origin, RunKind
 
 
 def bank_graph(extra_stage: bool = False) -> Graph:
@@ -32,6 +32,6 @@ def run_epoch(ledger: Ledger, epoch: int, workers: int = 3) -> None:
             "bank",
             tracker.stage_batch(stage, epoch),
             key=f"run:{stage}:{epoch}",
-            origin=Origin.stage(stage, epoch),
+            origin=Origin.stage(stage, epoch, RunKind.RUN),
             messages=[MessageEntry(stage, 0, epoch, f"a:{stage}:{epoch}", rows=epoch)],
         )

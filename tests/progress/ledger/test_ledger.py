@@ -22,7 +22,7 @@ from progress.errors import (
     TimeRegressionError,
     UnregisteredPipelineError,
 )
-from progress.ledger import SCHEMA_VERSION, Ledger, MessageEntry, scope_name
+from progress.ledger import SCHEMA_VERSION, Ledger, MessageEntry, Origin, RunKind, scope_name
 from progress.ledger.schema import MIGRATIONS
 from progress.spec import to_spec
 from tests.progress.ledger.scenario import bank_graph, run_epoch
@@ -205,6 +205,67 @@ def test_migration_from_the_first_version_keeps_data(tmp_path: Path) -> None:
     assert duckdb_rows(ledger, "SELECT key, value FROM meta ORDER BY key") == [
         ("counts_through", "1"),  # version 3: counts held every batch so far
         ("schema_version", str(SCHEMA_VERSION)),
+    ]
+
+
+def test_migration_from_version_4_records_the_run_kind_of_stage_batches(tmp_path: Path) -> None:
+    path = tmp_path / "v4.duckdb"
+    con = duckdb.connect(str(path))
+    for script in MIGRATIONS[:4]:
+        con.execute(script)
+    con.execute("INSERT INTO meta VALUES ('schema_version', '4')")
+    spec = json.dumps(to_spec(bank_graph()))
+    con.execute("INSERT INTO graphs VALUES ('bank', 'h1', ?, now())", [spec])
+    rows = [
+        (1, "run:validate:0", "stage", "validate", 0),
+        (2, "revise:validate:0:a2", "stage", "validate", 0),
+        (3, "revise:validate:1:a3", "stage", "validate", 1),
+        (4, "run:validate:2", "stage", "validate", 2),
+        (5, "round:0:1", "stage", "step", 0),  # a round of an iterative scope: no run
+        (6, "run:totals:0", "system", None, None),  # not a stage batch, whatever its key
+    ]
+    for _, key, origin, node, t0 in rows:  # batch ids 1 .. 6, from the sequence
+        con.execute(
+            "INSERT INTO batches "
+            "VALUES (nextval('batch_ids'), 'bank', ?, ?, ?, NULL, ?, ?, 0, now())",
+            [key, origin, node, t0, None if t0 is None else -1],
+        )
+    con.execute("UPDATE meta SET value = '6' WHERE key = 'counts_through'")
+    con.close()
+    ledger = Ledger(path)
+    assert ledger.done_epochs("bank", "validate") == [0, 2]
+    assert duckdb_rows(ledger, "SELECT batch_id, run_kind FROM batches ORDER BY 1") == [
+        (1, "run"),
+        (2, "revision"),
+        (3, "revision"),
+        (4, "run"),
+        (5, None),
+        (6, None),
+    ]
+    assert duckdb_rows(ledger, "SELECT index_name FROM duckdb_indexes()") == [
+        ("batches_by_origin",)
+    ]
+    ledger.commit("bank", [], key="run:validate:3", origin=Origin.stage("validate", 3, RunKind.RUN))
+    assert ledger.done_epochs("bank", "validate") == [0, 2, 3]
+    assert ledger.verify().ok
+
+
+def test_done_epochs_are_the_runs_not_the_revisions(ledger: Ledger) -> None:
+    run_epoch(ledger, 0)
+    for key, epoch, kind in [
+        ("revise:validate:0:b", 0, RunKind.REVISION),
+        ("revise:validate:1:c", 1, RunKind.REVISION),  # a revision alone makes no run
+        ("step:validate:2", 2, None),  # a stage's batch that is no run of the pipeline
+    ]:
+        ledger.commit("bank", [], key=key, origin=Origin.stage("validate", epoch, kind))
+    assert ledger.done_epochs("bank", "validate") == [0]
+    assert duckdb_rows(
+        ledger, "SELECT key, run_kind FROM batches WHERE node = 'validate' ORDER BY batch_id"
+    ) == [
+        ("run:validate:0", "run"),
+        ("revise:validate:0:b", "revision"),
+        ("revise:validate:1:c", "revision"),
+        ("step:validate:2", None),
     ]
 
 

@@ -1,0 +1,276 @@
+"""The executor of one stage run: admit it, do its Spark work, finish it.
+
+* ``admit`` (in a ledger session, given the session's tracker): refuse an epoch that is not
+  ready, naming who holds it; record the run's start; resolve the exact messages it will read.
+* ``work`` (holding no ledger lock): the stage kind's ``compute`` writes a fresh attempt.
+  A failure is recorded on the run and raised; nothing is committed.
+* ``finish`` (in a ledger session): one transaction commits the output messages with the
+  progress batch (inputs consumed, output announced) and finishes the run record. A run whose
+  epoch another run committed first leaves nothing visible.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError, first_line
+from pipelines.iteration import RoundCallback
+from pipelines.stages import Stage
+from pipelines.storage import DataStore, new_attempt
+from pipelines.work import Produced, Resolved, StageWork
+from progress import Time, Tracker, Update
+from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, RunKind
+from state_store import KeyedState
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+    from pipelines.dataflow import Pipeline
+
+
+class RunStatus(StrEnum):
+    """How a ``run_stage`` ended."""
+
+    SUCCEEDED = "succeeded"
+    REVISED = "revised"
+    DONE_ALREADY = "done-already"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one stage run did."""
+
+    stage: str
+    epoch: Time
+    status: RunStatus
+    attempt: str | None = None
+    rows: int = 0
+    seconds: float = 0.0
+    rounds: int = 0
+    """For an iterative stage: the rounds this run computed."""
+
+    def describe(self) -> str:
+        if self.status is RunStatus.DONE_ALREADY:
+            return f"{self.stage} epoch {self.epoch}: {self.status}"
+        what = "revised, " if self.status is RunStatus.REVISED else ""
+        rounds = f" ({self.rounds} rounds)" if self.rounds else ""
+        return (
+            f"{self.stage} epoch {self.epoch}: {what}{self.rows} rows in {self.seconds:.2f}s"
+            f"{rounds}"
+        )
+
+
+def run_key(stage: str, epoch: Time) -> str:
+    """The ledger key of the run of ``stage`` at ``epoch``: committed once, ever."""
+    return f"run:{stage}:{epoch}"
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A run that may start: its stage, progress batch, attempt, run record and input."""
+
+    stage: Stage
+    epoch: Time
+    batch: list[Update]
+    revision: bool
+    run_id: str
+    work: StageWork
+    started: float
+
+
+@dataclass(frozen=True)
+class Worked:
+    """A run whose Spark work is done: what it produced, to commit."""
+
+    run: Admitted
+    produced: Produced
+
+
+class Executor:
+    """Runs single ``(stage, epoch)`` runs of one pipeline against its ledger and data."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        ledger: Ledger,
+        spark: SparkSession,
+        store: DataStore,
+        state: KeyedState,
+        *,
+        on_round: RoundCallback | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.ledger = ledger
+        self.spark = spark
+        self.store = store
+        self.state = state
+        self.on_round = on_round
+
+    def runnable(self, stage_name: str) -> Stage:
+        stage = self.pipeline.stage(stage_name)
+        if stage.is_source:
+            raise PipelineError(f"{stage_name!r} is a source: it is fed by send(), not run")
+        return stage
+
+    # -- admit ---------------------------------------------------------------------------------
+
+    def admit(
+        self, stage_name: str, epoch: Time, *, tracker: Tracker | None = None
+    ) -> Admitted | RunResult:
+        """In a session: check that the run is due and ready, and prepare it. ``tracker`` holds
+        the session's counts when the caller has looked at them already."""
+        p = self.pipeline.name
+        stage = self.runnable(stage_name)
+        if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
+            return RunResult(stage_name, epoch, RunStatus.DONE_ALREADY)
+        tracker = tracker or self.ledger.tracker(p)
+        self.refuse_unready(tracker, stage_name, epoch)
+        batch = tracker.stage_batch(stage_name, epoch)
+        return self.prepare(stage, epoch, batch=batch, revision=False)
+
+    def refuse_unready(self, tracker: Tracker, stage_name: str, epoch: Time) -> None:
+        """Raise ``StageNotReadyError`` naming who holds ``epoch`` unless ``stage_name`` can run
+        it now (ready, with a message at its inputs)."""
+        if not tracker.ready(stage_name, epoch):
+            holds = self.ledger.blockers(self.pipeline.name, stage_name, epoch, tracker=tracker)
+            raise StageNotReadyError(stage_name, epoch, [h.text for h in holds])
+        if not tracker.stage_batch(stage_name, epoch):
+            raise StageNotReadyError(stage_name, epoch, ["no input message arrives at this epoch"])
+
+    def prepare(
+        self, stage: Stage, epoch: Time, *, batch: list[Update], revision: bool
+    ) -> Admitted:
+        """In a session: record the run's start and resolve its input messages."""
+        p = self.pipeline.name
+        started = time.perf_counter()
+        attempt = new_attempt()
+        run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        inputs = [self.resolve(upstream, epoch) for upstream in stage.inputs]
+        work = StageWork(
+            pipeline=p,
+            stage=stage.name,
+            epoch=epoch,
+            output_time=stage.output_time(epoch),
+            attempt=attempt,
+            revision=revision,
+            spark=self.spark,
+            store=self.store,
+            ledger=self.ledger,
+            state=self.state,
+            inputs=inputs,
+            read_schemas=[self.pipeline.stage(u).schema for u in stage.inputs],
+            empty=[
+                None if paths else self.schema_of(u)
+                for u, (_, paths) in zip(stage.inputs, inputs, strict=True)
+            ],
+            on_round=self.on_round,
+        )
+        return Admitted(stage, epoch, batch, revision, run_id, work, started)
+
+    def resolve(self, upstream: str, epoch: Time) -> Resolved:
+        """The current messages of ``upstream`` at ``epoch``: references and data paths."""
+        messages = self.ledger.message(self.pipeline.name, upstream, 0, epoch)
+        refs = [MessageRef(upstream, 0, epoch, m.attempt) for m in messages]
+        return refs, [m.path for m in messages if m.path]
+
+    def schema_of(self, stage: str) -> StructType:
+        """A stage's output columns: declared, else those of its latest message with data."""
+        declared = self.pipeline.stage(stage).schema
+        if declared is not None:
+            return declared
+        latest = self.ledger.latest_message(self.pipeline.name, stage, 0)
+        if latest is None or latest.path is None:
+            raise StageFailedError(stage, "-", "its output has no data yet to take a schema from")
+        return self.spark.read.parquet(latest.path).schema
+
+    # -- work ----------------------------------------------------------------------------------
+
+    def work(self, run: Admitted) -> Worked:
+        """The Spark work of a run, holding no ledger lock (see the module docs)."""
+        try:
+            produced = run.stage.compute(run.work)
+        except Exception as err:
+            self.ledger.finish_run(run.run_id, "failed", error=first_line(err))
+            if isinstance(err, PipelineError):
+                raise
+            raise StageFailedError(run.stage.name, run.epoch, first_line(err)) from err
+        finally:
+            run.work.clean()
+        return Worked(run, produced)
+
+    # -- finish --------------------------------------------------------------------------------
+
+    def finish(self, worked: Worked) -> RunResult:
+        """In a session: commit the run's output and progress, and finish its run record, in
+        one transaction (an iterative stage's last round ends in it too)."""
+        p = self.pipeline.name
+        run, produced = worked.run, worked.produced
+        stage, epoch, attempt = run.stage, run.epoch, run.work.attempt
+        if run.revision:
+            key, kind = f"revise:{stage.name}:{epoch}:{attempt}", RunKind.REVISION
+        else:
+            key, kind = run_key(stage.name, epoch), RunKind.RUN
+        with self.ledger.atomic():
+            if produced.in_commit is not None:
+                produced.in_commit(self.ledger)
+            result = self.ledger.commit(
+                p,
+                run.batch,
+                key=key,
+                messages=self._entries(worked),
+                origin=Origin.stage(stage.name, epoch, run=kind),
+            )
+            status = "skipped" if result.repeated else "succeeded"
+            self.ledger.finish_run(run.run_id, status, batch_id=result.batch_id)
+        if result.repeated:  # another process committed this run first: ours is not seen
+            if produced.written is not None:
+                shutil.rmtree(produced.written, ignore_errors=True)
+            if produced.abandoned is not None:
+                produced.abandoned()
+            return RunResult(stage.name, epoch, RunStatus.DONE_ALREADY)
+        if produced.committed is not None:
+            produced.committed()
+        return RunResult(
+            stage.name,
+            epoch,
+            RunStatus.REVISED if run.revision else RunStatus.SUCCEEDED,
+            attempt,
+            sum(f.rows for f in produced.files),
+            time.perf_counter() - run.started,
+            produced.rounds,
+        )
+
+    def _entries(self, worked: Worked) -> list[MessageEntry]:
+        """One catalog entry per produced file; the first replaces the current output of a
+        revised epoch and records what the run read."""
+        run, produced = worked.run, worked.produced
+        work = run.work
+        entries = []
+        for i, file in enumerate(produced.files):
+            attempt = f"{work.attempt}.{i}" if produced.shared else work.attempt
+            entries.append(
+                MessageEntry(
+                    run.stage.name,
+                    0,
+                    work.output_time,
+                    attempt,
+                    file.path,
+                    file.rows,
+                    file.bytes,
+                    replaces=run.revision and i == 0,
+                    run_time=run.epoch,
+                    reads=work.reads if i == 0 else (),
+                )
+            )
+        return entries
+
+    def complete(self, admitted: Admitted) -> RunResult:
+        """Work, then finish in a session of its own."""
+        worked = self.work(admitted)
+        with self.ledger.session():
+            return self.finish(worked)

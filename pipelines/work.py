@@ -1,0 +1,143 @@
+"""What one stage run works with (its epoch, attempt, input frames, where it writes) and what
+it produces (the files of its output message, and what must happen when it commits or not).
+
+A stage kind's ``compute`` gets a ``StageWork`` and returns a ``Produced``; the executor owns
+everything around it: admission, the run record, the commit.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelines.iteration import RoundCallback
+from pipelines.storage import DataStore
+from progress import Time
+from progress.ledger import Ledger, MessageRef
+from state_store import KeyedState
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+Resolved = tuple[list[MessageRef], list[str]]
+"""An input's current messages at an epoch: their references and their data paths."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """One data directory of an output message: its path, rows and bytes."""
+
+    path: str
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Produced:
+    """What a stage's ``compute`` made of one epoch, and what its commit must take along.
+
+    Each of ``files`` becomes one output message (several only when a union catalogs its
+    inputs' files as they are: ``shared``). ``written`` is the attempt directory this run wrote,
+    removed when another run committed the epoch first.
+    """
+
+    files: tuple[Written, ...]
+    written: Path | None
+    shared: bool = False
+    rounds: int = 0
+    """For an iterative stage: the rounds this run computed."""
+    in_commit: Callable[[Ledger], None] | None = None
+    """Called inside the transaction of the run's commit (an iterative stage leaves its scope)."""
+    committed: Callable[[], None] | None = None
+    """Called after the commit (a stateful stage's staged rows become its state)."""
+    abandoned: Callable[[], None] | None = None
+    """Called when the commit was a repeat: another run committed the epoch first."""
+
+
+@dataclass
+class StageWork:
+    """One run of one stage at one epoch, as its kind's ``compute`` sees it."""
+
+    pipeline: str
+    stage: str
+    epoch: Time
+    output_time: Time
+    attempt: str
+    revision: bool
+    spark: SparkSession
+    store: DataStore
+    ledger: Ledger
+    state: KeyedState
+    inputs: list[Resolved]
+    """Per input port: the current messages read, and their data paths."""
+    read_schemas: list[StructType | None]
+    """Per input port: the schema to read its files with (a source's declared one), or none."""
+    empty: list[StructType | None]
+    """Per input port without data at this epoch: the schema of its empty frame."""
+    on_round: RoundCallback | None = None
+    scratch: list[Path] = field(default_factory=list)
+    """Directories to remove when the run's work is over, committed or not."""
+
+    @cached_property
+    def frames(self) -> list[DataFrame]:
+        """One DataFrame per input port, built once. A source's files were checked against its
+        schema on send: read with it, Spark skips reading their footers for one."""
+        out: list[DataFrame] = []
+        for (_, paths), declared, schema in zip(
+            self.inputs, self.read_schemas, self.empty, strict=True
+        ):
+            if paths and declared is not None:
+                out.append(self.spark.read.schema(declared).parquet(*paths))
+            elif paths:
+                out.append(self.spark.read.parquet(*paths))
+            else:
+                assert schema is not None
+                out.append(self.spark.createDataFrame([], schema))
+        return out
+
+    @property
+    def reads(self) -> tuple[MessageRef, ...]:
+        """Every input message this run reads (its lineage)."""
+        return tuple(ref for refs, _ in self.inputs for ref in refs)
+
+    @property
+    def input_paths(self) -> list[str]:
+        return [path for _, paths in self.inputs for path in paths]
+
+    def attempt_dir(self) -> Path:
+        """The fresh directory of this run's output message."""
+        return self.store.attempt_dir(self.pipeline, self.stage, 0, self.output_time, self.attempt)
+
+    def scratch_dir(self) -> Path:
+        """A private directory for the run's intermediate files, removed after its work."""
+        path = self.store.attempt_dir(
+            self.pipeline, self.stage, 0, self.epoch, f"{self.attempt}.scratch"
+        )
+        path.mkdir(parents=True, exist_ok=True)
+        self.scratch.append(path)
+        return path
+
+    def write(self, df: object) -> Produced:
+        """Write ``df`` (what the stage's function returned) as the run's output message."""
+        from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect frames
+
+        if not isinstance(df, AnyFrame):
+            raise TypeError(f"the stage function returned {type(df).__name__}, not a DataFrame")
+        path = self.attempt_dir()
+        try:
+            df.write.parquet(str(path))
+            rows, size = self.store.stats(path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return Produced((Written(str(path), rows, size),), path)
+
+    def clean(self) -> None:
+        for path in self.scratch:
+            shutil.rmtree(path, ignore_errors=True)
+        self.scratch.clear()

@@ -1,0 +1,296 @@
+"""Questions to the ledger: counts as a tracker, who holds an epoch, messages, lineage, status.
+
+Readiness and frontiers are answered by the pure ``Tracker`` over the compacted counts and the
+log's tail, so their cost depends on what is open, not on how many epochs have closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from progress import sentences
+from progress.ledger.records import (
+    BatchRecord,
+    History,
+    Hold,
+    MessageRecord,
+    MessageRef,
+    RunKind,
+    RunRecord,
+    StageStatus,
+)
+from progress.ledger.runs import alive
+from progress.ledger.schema import location_from_columns
+from progress.ledger.sessions import Session
+from progress.location import Source, Target
+from progress.timestamp import Time, time_from_columns, time_to_columns
+from progress.tracker import Blocker, Tracker
+
+MESSAGE_COLUMNS = "stage, port, t0, t1, attempt, path, rows, bytes, batch_id, current"
+
+
+def tracker(s: Session, pipeline: str) -> Tracker:
+    """A tracker holding the pipeline's current counts (a snapshot)."""
+    graph = s.graph(pipeline)
+    found = Tracker(graph)
+    rows = s.rows(
+        """
+        SELECT kind, node, port, t0, t1, sum(count) FROM (
+            SELECT kind, node, port, t0, t1, count FROM counts WHERE pipeline = ?
+            UNION ALL
+            SELECT kind, node, port, t0, t1, delta FROM updates
+            WHERE pipeline = ? AND batch_id > ?
+        ) GROUP BY ALL HAVING sum(count) <> 0
+        """,
+        [pipeline, pipeline, s.watermark()],
+    )
+    found.apply(
+        [
+            (location_from_columns(k, n, p), time_from_columns(t0, t1), c)
+            for k, n, p, t0, t1, c in rows
+        ]
+    )
+    return found
+
+
+def holds(s: Session, pipeline: str, tracker: Tracker, stage: str, time: Time) -> list[Hold]:
+    """Who keeps ``(stage, time)`` from being ready, in plain words: one hold per input worker
+    of a source, per stage holding a capability, and per stage whose input waits."""
+    graph = tracker.graph
+    out: list[Hold] = []
+    waiting: dict[tuple[str, Time], list[Blocker]] = {}
+    for b in tracker.blockers(stage, time):
+        node = b.location.node
+        if isinstance(b.location, Source) and not graph.node(node).inputs:
+            t0, t1 = time_to_columns(b.time)
+            workers = [
+                r[0]
+                for r in s.rows(
+                    "SELECT worker FROM capabilities "
+                    "WHERE pipeline = ? AND node = ? AND t0 = ? AND t1 = ? ORDER BY worker",
+                    [pipeline, node, t0, t1],
+                )
+            ]
+            for w in workers:
+                out.append(Hold(b, sentences.source_holds(node, [w], b.time), (w,)))
+            if not workers:
+                out.append(Hold(b, sentences.source_count_holds(node, b.count, b.time)))
+        elif isinstance(b.location, Target):
+            waiting.setdefault((node, b.time), []).append(b)
+        else:
+            out.append(Hold(b, sentences.stage_holds(node, b.time)))
+    for (node, t), found in waiting.items():  # one line per stage, whatever its ports
+        count = sum(b.count for b in found)
+        if node == stage:
+            text = sentences.must_first_run(stage, t, count)
+        else:
+            text = sentences.stage_not_run(node, t, count)
+        out.append(Hold(found[0], text))
+    return out
+
+
+def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> list[MessageRecord]:
+    """The current messages committed at ``(stage, port, time)``."""
+    t0, t1 = time_to_columns(time)
+    rows = s.rows(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? AND port = ? "
+        "AND t0 = ? AND t1 = ? AND current ORDER BY batch_id",
+        [pipeline, stage, port, t0, t1],
+    )
+    return [message_record(r) for r in rows]
+
+
+def latest_message(s: Session, pipeline: str, stage: str, port: int) -> MessageRecord | None:
+    """The most recently committed current message of ``(stage, port)`` with data."""
+    rows = s.rows(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? AND port = ? "
+        "AND current AND path IS NOT NULL ORDER BY batch_id DESC LIMIT 1",
+        [pipeline, stage, port],
+    )
+    return message_record(rows[0]) if rows else None
+
+
+def live_paths(s: Session, pipeline: str) -> list[str]:
+    """Every data path the pipeline may still read or is writing: current messages, and the
+    attempts of runs whose process is alive."""
+    paths = [
+        r[0]
+        for r in s.rows(
+            "SELECT path FROM messages WHERE pipeline = ? AND current AND path IS NOT NULL",
+            [pipeline],
+        )
+    ]
+    running = s.rows(
+        "SELECT attempt, pid FROM runs WHERE pipeline = ? AND status = 'running'", [pipeline]
+    )
+    return paths + [f"attempt={a}" for a, pid in running if a and alive(pid)]
+
+
+def done_epochs(s: Session, pipeline: str, stage: str) -> list[Time]:
+    """The times ``stage`` has run (committed a run batch for, not only revisions), in order."""
+    rows = s.rows(
+        "SELECT DISTINCT t0, t1 FROM batches WHERE pipeline = ? AND origin = 'stage' "
+        "AND node = ? AND run_kind = ? ORDER BY t0, t1",
+        [pipeline, stage, RunKind.RUN.value],
+    )
+    return [time_from_columns(t0, t1) for t0, t1 in rows]
+
+
+def reads(s: Session, pipeline: str, stage: str, time: Time) -> list[MessageRef]:
+    """The input messages (and their attempts) that the current output of the run
+    ``(stage, time)`` read: its message-level lineage."""
+    t0, t1 = time_to_columns(time)
+    rows = s.rows(
+        """
+        SELECT DISTINCT r.input_stage, r.input_port, r.input_t0, r.input_t1, r.input_attempt
+        FROM reads r JOIN messages o ON o.pipeline = r.pipeline AND o.stage = r.stage
+            AND o.attempt = r.attempt AND o.current
+        WHERE r.pipeline = ? AND r.stage = ? AND r.t0 = ? AND r.t1 = ?
+        ORDER BY ALL
+        """,
+        [pipeline, stage, t0, t1],
+    )
+    return [MessageRef(st, p, time_from_columns(a, b), att) for st, p, a, b, att in rows]
+
+
+def stale(s: Session, pipeline: str) -> list[tuple[str, Time]]:
+    """Runs ``(stage, time)`` whose current output read an input attempt that has since been
+    replaced: they must run again (a revision replaced what they read)."""
+    rows = s.rows(
+        """
+        SELECT DISTINCT r.stage, r.t0, r.t1 FROM reads r
+        JOIN messages o ON o.pipeline = r.pipeline AND o.stage = r.stage
+            AND o.attempt = r.attempt AND o.current
+        JOIN messages i ON i.pipeline = r.pipeline AND i.stage = r.input_stage
+            AND i.port = r.input_port AND i.t0 = r.input_t0 AND i.t1 = r.input_t1
+            AND i.attempt = r.input_attempt AND NOT i.current
+        WHERE r.pipeline = ?
+        ORDER BY r.t0, r.t1, r.stage
+        """,
+        [pipeline],
+    )
+    return [(stage, time_from_columns(t0, t1)) for stage, t0, t1 in rows]
+
+
+def history(s: Session, pipeline: str, stage: str, time: Time) -> History:
+    """Every batch, message attempt and run recorded for ``(stage, time)``."""
+    t0, t1 = time_to_columns(time)
+    s.graph(pipeline).node(stage)
+    batches = s.rows(
+        "SELECT batch_id, key, origin, node, worker, t0, t1, n_updates, committed_at "
+        "FROM batches WHERE pipeline = ? AND node = ? AND ((t0 = ? AND t1 = ?) OR "
+        "(origin IN ('send', 'input') AND batch_id IN (SELECT batch_id FROM messages WHERE "
+        "pipeline = ? AND stage = ? AND t0 = ? AND t1 = ?))) ORDER BY batch_id",
+        [pipeline, stage, t0, t1, pipeline, stage, t0, t1],
+    )
+    messages = s.rows(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages "
+        "WHERE pipeline = ? AND stage = ? AND t0 = ? AND t1 = ? ORDER BY batch_id",
+        [pipeline, stage, t0, t1],
+    )
+    runs = s.rows(
+        "SELECT run_id, stage, t0, t1, attempt, status, pid, started_at, finished_at, "
+        "batch_id, error FROM runs WHERE pipeline = ? AND stage = ? AND t0 = ? AND t1 = ? "
+        "ORDER BY started_at",
+        [pipeline, stage, t0, t1],
+    )
+    return History(
+        pipeline,
+        stage,
+        time,
+        tuple(
+            BatchRecord(b, k, o, n, w, None if a is None else time_from_columns(a, c), u, at)
+            for b, k, o, n, w, a, c, u, at in batches
+        ),
+        tuple(message_record(r) for r in messages),
+        tuple(
+            RunRecord(r, st, time_from_columns(a, c), att, status, pid, sa, fa, bid, err)
+            for r, st, a, c, att, status, pid, sa, fa, bid, err in runs
+        ),
+    )
+
+
+def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[StageStatus]:
+    """Each stage's input frontier and epochs done, ready, running and waiting, with the
+    blockers of the oldest waiting epoch; from ``snapshot`` if given, else the current counts."""
+    snapshot = snapshot if snapshot is not None else tracker(s, pipeline)
+    graph = snapshot.graph
+    done: dict[str, list[Time]] = {}
+    for node, t0, t1 in s.rows(
+        "SELECT DISTINCT node, t0, t1 FROM batches WHERE pipeline = ? AND origin = 'stage'",
+        [pipeline],
+    ):
+        done.setdefault(node, []).append(time_from_columns(t0, t1))
+    running: dict[str, list[Time]] = {}
+    for node, t0, t1, pid in s.rows(
+        "SELECT DISTINCT stage, t0, t1, pid FROM runs WHERE pipeline = ? AND status = 'running'",
+        [pipeline],
+    ):
+        if alive(pid):
+            running.setdefault(node, []).append(time_from_columns(t0, t1))
+    pending: dict[str, set[Time]] = {}
+    for location, t, _ in snapshot.pointstamps():
+        if isinstance(location, Target):
+            pending.setdefault(location.node, set()).add(t)
+    stale_by_stage: dict[str, list[Time]] = {}
+    for node, t in stale(s, pipeline):
+        stale_by_stage.setdefault(node, []).append(t)
+    workers: dict[str, list[tuple[int, Time | None]]] = {}
+    for node, w, t0, t1 in s.rows(
+        "SELECT node, worker, t0, t1 FROM capabilities WHERE pipeline = ? ORDER BY ALL",
+        [pipeline],
+    ):
+        workers.setdefault(node, []).append((w, None if t0 is None else time_from_columns(t0, t1)))
+    in_rounds = rounds(s, pipeline)
+    out: list[StageStatus] = []
+    order = graph.depths()
+    for name, spec in sorted(graph.nodes.items(), key=lambda kv: (order[kv[0]], kv[0])):
+        frontier: set[Time] = set()
+        for target in spec.targets():
+            frontier.update(snapshot.frontier(target).elements)
+        waiting_all = sorted(pending.get(name, ()))
+        run_now = sorted(running.get(name, ()))
+        ready = [t for t in waiting_all if snapshot.ready(name, t) and t not in run_now]
+        waiting = [t for t in waiting_all if t not in ready and t not in run_now]
+        held: tuple[Hold, ...] = ()
+        if waiting:
+            held = tuple(holds(s, pipeline, snapshot, name, waiting[0]))
+        out.append(
+            StageStatus(
+                pipeline,
+                name,
+                spec.inputs == 0,
+                tuple(sorted(frontier)),
+                tuple(sorted(done.get(name, ()))),
+                tuple(ready),
+                tuple(run_now),
+                tuple(waiting),
+                held,
+                tuple(stale_by_stage.get(name, ())),
+                tuple(workers.get(name, ())),
+                tuple(sorted(in_rounds.get(name, ()))),
+            )
+        )
+    return out
+
+
+def rounds(s: Session, pipeline: str) -> dict[str, list[Time]]:
+    """Per iterative stage of ``pipeline``, the ``Product(epoch, round)`` times waiting in its
+    scope: rounds committed whose epoch has not reached its fixed point."""
+    out: dict[str, list[Time]] = {}
+    for (scope,) in s.rows(
+        "SELECT pipeline FROM graphs WHERE starts_with(pipeline, ?)", [pipeline + "."]
+    ):
+        stage = scope.removeprefix(pipeline + ".")
+        for location, t, _ in tracker(s, scope).pointstamps():
+            if isinstance(location, Target):
+                out.setdefault(stage, []).append(t)
+    return out
+
+
+def message_record(r: tuple[Any, ...]) -> MessageRecord:
+    """A row of ``MESSAGE_COLUMNS`` as a record."""
+    stage, port, t0, t1, attempt, path, rows, nbytes, batch_id, current = r
+    return MessageRecord(
+        stage, port, time_from_columns(t0, t1), attempt, path, rows, nbytes, batch_id, current
+    )

@@ -1,0 +1,133 @@
+"""Sessions on the ledger file: its lock, one connection, transactions, and what a session caches.
+
+Every connection opens under an exclusive OS file lock and lives for one call, or for a session
+that groups many calls; sessions nest, and the outermost one holds the connection. While the
+lock is held no other process can change the ledger, so a session may cache what it read: the
+graph of each pipeline and the counts watermark. A rolled-back transaction drops those caches.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from progress.errors import LedgerSchemaError, UnregisteredPipelineError
+from progress.graph import Graph
+from progress.ledger.engine import AttachedFile
+from progress.ledger.schema import VERSION, current_version, migrate
+from progress.spec import from_spec
+
+
+class Session:
+    """One connection to the ledger file under its lock, and what stays valid while it is held."""
+
+    def __init__(self, con: Any, known: dict[str, Graph]) -> None:
+        self.con = con
+        self._known = known  # graphs by content hash, shared by every session of one ledger
+        self._graphs: dict[str, Graph] = {}
+        self._counts_through: int | None = None
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.con.execute(sql, list(params)).fetchall()  # type: ignore[no-any-return]
+
+    def row(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        return self.con.execute(sql, list(params)).fetchone()  # type: ignore[no-any-return]
+
+    def graph(self, pipeline: str) -> Graph:
+        """The registered graph of ``pipeline``; raises ``UnregisteredPipelineError``."""
+        graph = self._graphs.get(pipeline)
+        if graph is not None:
+            return graph
+        row = self.row("SELECT hash FROM graphs WHERE pipeline = ?", [pipeline])
+        if row is None:
+            known = [r[0] for r in self.rows("SELECT pipeline FROM graphs ORDER BY 1")]
+            raise UnregisteredPipelineError(pipeline, known)
+        graph = self._known.get(row[0])
+        if graph is None:
+            spec = self.row("SELECT spec FROM graphs WHERE pipeline = ?", [pipeline])
+            assert spec is not None
+            graph = self._known[row[0]] = from_spec(json.loads(spec[0]))
+        self._graphs[pipeline] = graph
+        return graph
+
+    def registered(self, pipeline: str, digest: str, graph: Graph) -> None:
+        """Cache ``graph``, just registered for ``pipeline`` under the content hash ``digest``."""
+        self._known[digest] = self._graphs[pipeline] = graph
+
+    def watermark(self) -> int:
+        """The last batch folded into the counts table."""
+        if self._counts_through is None:
+            row = self.row("SELECT value FROM meta WHERE key = 'counts_through'")
+            assert row is not None
+            self._counts_through = int(row[0])
+        return self._counts_through
+
+    def folded(self, through: int) -> None:
+        """Record that the counts table now holds every batch up to ``through``."""
+        self.con.execute("UPDATE meta SET value = ? WHERE key = 'counts_through'", [str(through)])
+        self._counts_through = through
+
+    def forget(self) -> None:
+        """Drop what this session cached (after a rollback it may describe undone writes)."""
+        self._graphs.clear()
+        self._counts_through = None
+
+
+class Sessions:
+    """Opens sessions on one ledger file, migrating an older schema on first open. Nested
+    sessions and transactions (in one thread) share the outermost; other threads wait."""
+
+    def __init__(self, path: Path, lock_timeout: float) -> None:
+        self.path = path
+        self._guard = threading.RLock()
+        self._file = AttachedFile(path, lock_timeout)
+        self._known: dict[str, Graph] = {}
+        self._current: Session | None = None
+        self._in_transaction = False
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """Hold the lock and one connection (keep it short: others wait)."""
+        with self._guard:
+            if self._current is not None:
+                yield self._current
+                return
+            with self._file.open() as con:
+                found = current_version(con)
+                if found > VERSION:
+                    raise LedgerSchemaError(str(self.path), found, VERSION)
+                if found < VERSION:
+                    migrate(con, found)
+                self._current = Session(con, self._known)
+                try:
+                    yield self._current
+                finally:
+                    self._current = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A session in one transaction; inside another transaction, the outermost commits."""
+        with self.session() as s:
+            if self._in_transaction:
+                yield s
+                return
+            s.con.execute("BEGIN TRANSACTION")
+            self._in_transaction = True
+            try:
+                yield s
+            except BaseException:
+                s.con.execute("ROLLBACK")
+                s.forget()
+                raise
+            finally:
+                self._in_transaction = False
+            s.con.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one query, in a session of its own (or the current one)."""
+        with self.session() as s:
+            return s.rows(sql, params)

@@ -1,0 +1,61 @@
+"""The sentences shown to people about who holds an epoch back: written once, here.
+
+Each function returns one clause, lower-case and without a final stop, so a caller can list
+it (``- source card_payments, worker 2, still holds epoch 7``) or make a sentence of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from progress.timestamp import Time, describe_time
+
+
+def source_holds(source: str, workers: Sequence[int], time: Time) -> str:
+    """Input workers of ``source`` that still hold ``time`` (one or several).
+
+    >>> source_holds("card_payments", [2], 7)
+    'source card_payments, worker 2, still holds epoch 7'
+    >>> source_holds("card_payments", [1, 2], 7)
+    'source card_payments, workers 1, 2, still hold epoch 7'
+    """
+    when = describe_time(time)
+    if len(workers) == 1:
+        return f"source {source}, worker {workers[0]}, still holds {when}"
+    return f"source {source}, workers {', '.join(map(str, workers))}, still hold {when}"
+
+
+def source_count_holds(source: str, count: int, time: Time) -> str:
+    """``count`` capabilities of ``source`` at ``time`` that no recorded worker accounts for.
+
+    >>> source_count_holds("card_payments", 3, 7)
+    'source card_payments, 3 worker(s), still holds epoch 7'
+    """
+    return f"source {source}, {count} worker(s), still holds {describe_time(time)}"
+
+
+def stage_holds(stage: str, time: Time) -> str:
+    """A stage that still holds a capability at ``time``.
+
+    >>> stage_holds("totals", 3)
+    'stage totals still holds epoch 3'
+    """
+    return f"stage {stage} still holds {describe_time(time)}"
+
+
+def stage_not_run(stage: str, time: Time, waiting: int) -> str:
+    """An upstream stage whose run of ``time`` is still to come, its input waiting.
+
+    >>> stage_not_run("validate", 3, 2)
+    'stage validate has not run epoch 3 yet (2 message(s) waiting)'
+    """
+    return f"stage {stage} has not run {describe_time(time)} yet ({waiting} message(s) waiting)"
+
+
+def must_first_run(stage: str, time: Time, waiting: int) -> str:
+    """The stage asked about must first run an earlier ``time`` whose input waits.
+
+    >>> must_first_run("balances", 3, 2)
+    'balances must first run epoch 3 (2 message(s) waiting)'
+    """
+    return f"{stage} must first run {describe_time(time)} ({waiting} message(s) waiting)"
