@@ -21,6 +21,7 @@ Either way, a stage that is not ready fails the run at once, naming who holds th
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -75,7 +76,10 @@ def definition_metadata(stage: Stage) -> dict[str, Any]:
         out["dagster/column_schema"] = spark_table_schema(stage.schema)
     reference = code_reference(stage.code) if stage.code is not None else None
     if reference is not None:
-        out["dagster/code_references"] = dg.CodeReferencesMetadataValue(code_references=[reference])
+        with warnings.catch_warnings():  # beta in Dagster 1.13; the UI shows it as it is
+            warnings.simplefilter("ignore", dg.BetaWarning)
+            references = dg.CodeReferencesMetadataValue(code_references=[reference])
+        out["dagster/code_references"] = references
     return out
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import dagster as dg
 
+from dagster_project.columns import parquet_table_schema
 from pipelines.dataflow import Pipeline, Stage
 from pipelines.runtime import RunResult
 from progress import Target, Time, Tracker
@@ -62,7 +63,7 @@ class Materialized:
         r = self.result
         out: dict[str, Any] = {
             "epoch": dg.MetadataValue.int(_int(r.epoch)),
-            "status": dg.MetadataValue.text(r.status),
+            "status": dg.MetadataValue.text(r.status.value),
             "attempt": dg.MetadataValue.text(self.attempt or "-"),
             "rows": dg.MetadataValue.int(self.rows),
             # Dagster shows this key as the asset's row count in the catalog.
@@ -100,6 +101,9 @@ class Materialized:
         paths = [m.path for m in self.messages if m.path]
         if len(paths) == 1:
             out["path"] = dg.MetadataValue.path(paths[0])
+        columns = parquet_table_schema(paths[0]) if paths else None
+        if columns is not None:  # the committed output's columns, from its Parquet footer
+            out["dagster/column_schema"] = columns
         return out
 
 
