@@ -10,8 +10,7 @@ from pyspark.sql import types as T
 
 from pipelines.dataflow import Pipeline
 from pipelines.errors import StageNotReadyError
-from pipelines.runtime import Runtime
-from progress.ledger import Ledger
+from pipelines.testing import close_sources, send_rows, throwaway_runtime
 from tests.pipelines.shop import WORKERS, Shop, oracle, rows_of
 
 pytestmark = pytest.mark.spark
@@ -75,30 +74,29 @@ def test_a_union_catalogs_its_inputs_files_and_writes_only_when_columns_differ(
     )
     p.union("shared", left, same)
     p.union("mixed", left, swapped)
-    rt = Runtime(p, Ledger(tmp_path / "l.duckdb"), spark, tmp_path / "data")
-    rt.input("left").send(spark.createDataFrame([(1, "x")], ab))
-    rt.input("same").send(spark.createDataFrame([(2, "y"), (3, "z")], ab))
-    rt.input("swapped").send(spark.createDataFrame([("w", 4)], ba))
-    for source in ("left", "same", "swapped"):
-        rt.input(source).close()
-    results = {r.stage: r for r in rt.run()}
-    assert results["shared"].rows == 3
-    assert sorted(tuple(r) for r in rt.read("shared", 0).collect()) == [
-        (1, "x"),
-        (2, "y"),
-        (3, "z"),
-    ]
-    assert sorted(tuple(r) for r in rt.read("mixed", 0).select("a", "b").collect()) == [
-        (1, "x"),
-        (4, "w"),
-    ]
-    inputs = {m.path for s in ("left", "same") for m in rt.ledger.message("unions", s, 0, 0)}
-    assert {m.path for m in rt.ledger.message("unions", "shared", 0, 0)} == inputs
-    read = {(r.stage, r.attempt) for r in rt.ledger.reads("unions", "shared", 0)}
-    assert read == {
-        (s, m.attempt) for s in ("left", "same") for m in rt.ledger.message("unions", s, 0, 0)
-    }
-    assert not (tmp_path / "data" / "unions" / "shared").exists()  # nothing copied
-    assert (tmp_path / "data" / "unions" / "mixed").exists()  # columns differ: written
-    assert rt.collect_garbage(older_than=0) == []  # the shared files stay: they are read
-    assert rt.read("shared", 0).count() == 3
+    with throwaway_runtime(p, spark, home=tmp_path) as rt:
+        send_rows(rt, "left", [(1, "x")])
+        send_rows(rt, "same", [(2, "y"), (3, "z")])
+        send_rows(rt, "swapped", [("w", 4)])
+        close_sources(rt)
+        results = {r.stage: r for r in rt.run()}
+        assert results["shared"].rows == 3
+        assert sorted(tuple(r) for r in rt.read("shared", 0).collect()) == [
+            (1, "x"),
+            (2, "y"),
+            (3, "z"),
+        ]
+        assert sorted(tuple(r) for r in rt.read("mixed", 0).select("a", "b").collect()) == [
+            (1, "x"),
+            (4, "w"),
+        ]
+        inputs = {m.path for s in ("left", "same") for m in rt.ledger.message("unions", s, 0, 0)}
+        assert {m.path for m in rt.ledger.message("unions", "shared", 0, 0)} == inputs
+        read = {(r.stage, r.attempt) for r in rt.ledger.reads("unions", "shared", 0)}
+        assert read == {
+            (s, m.attempt) for s in ("left", "same") for m in rt.ledger.message("unions", s, 0, 0)
+        }
+        assert not (tmp_path / "data" / "unions" / "shared").exists()  # nothing copied
+        assert (tmp_path / "data" / "unions" / "mixed").exists()  # columns differ: written
+        assert rt.collect_garbage(older_than=0) == []  # the shared files stay: they are read
+        assert rt.read("shared", 0).count() == 3
