@@ -38,6 +38,7 @@ DEMO_DIR = $(abspath $(EPOCHGATE_HOME)/demo)
 
 .PHONY: demo
 demo: $(STAMP) ## Run the bank example through Dagster (late data included) and check it
+	.ci/system-packages java ps
 	$(BIN)/python -m dagster_project.demo
 
 .PHONY: ui
