@@ -32,12 +32,12 @@ from dagster_project.partitions import epoch_key, epoch_partitions, partitions_n
 from dagster_project.resources import LedgerResource
 from pipelines.clock import Explicit
 from pipelines.dataflow import Pipeline
-from pipelines.planning import plan_runs, plan_work
+from pipelines.planning import chain, plan_work
 from pipelines.stages import SourceStage
 from progress.ledger import Hold, Ledger, StageStatus
 from progress.sentences import source_holds
 
-__all__ = ["DEFAULT_INTERVAL", "EpochWork", "Tick", "frontier_sensor", "plan_work", "read_tick"]
+__all__ = ["DEFAULT_INTERVAL", "EpochWork", "Tick", "frontier_sensor", "read_tick"]
 
 DEFAULT_INTERVAL = 30
 """Seconds between ticks: a frontier moves when data is sent or a run commits."""
@@ -120,10 +120,10 @@ def read_tick(
         statuses = ledger.status(p, tracker=tracker)
         carries = {name for name, s in pipeline.stages.items() if s.holds_state}
         known = [s for s in statuses if s.stage in pipeline.stages]
-        work = plan_runs(tracker, known, in_flight, carries)
+        planned = plan_work(known, in_flight, carries)
+        work = chain(tracker, known, planned, in_flight, carries)
         # What the stages planned from the status read: a stage chained after them reads what
         # the run itself writes.
-        planned = plan_work(known, in_flight, carries)
         digests = {
             epoch: _digest(ledger, pipeline, epoch, stages) for epoch, stages in planned.items()
         }

@@ -129,18 +129,20 @@ class Executor:
         if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
             return RunResult(stage_name, epoch, RunStatus.DONE_ALREADY)
         tracker = tracker or self.ledger.tracker(p)
-        self.refuse_unready(tracker, stage_name, epoch)
-        batch = tracker.stage_batch(stage_name, epoch)
+        batch = self.batch_if_ready(tracker, stage_name, epoch)
         return self.prepare(stage, epoch, batch=batch, revision=False)
 
-    def refuse_unready(self, tracker: Tracker, stage_name: str, epoch: Time) -> None:
-        """Raise ``StageNotReadyError`` naming who holds ``epoch`` unless ``stage_name`` can run
-        it now (ready, with a message at its inputs)."""
+    def batch_if_ready(self, tracker: Tracker, stage_name: str, epoch: Time) -> list[Update]:
+        """The progress batch of running ``stage_name`` at ``epoch`` now; raise
+        ``StageNotReadyError`` naming who holds the epoch unless it is ready, with a message at
+        its inputs."""
         if not tracker.ready(stage_name, epoch):
             holds = self.ledger.blockers(self.pipeline.name, stage_name, epoch, tracker=tracker)
             raise StageNotReadyError(stage_name, epoch, [h.text for h in holds])
-        if not tracker.stage_batch(stage_name, epoch):
+        batch = tracker.stage_batch(stage_name, epoch)
+        if not batch:
             raise StageNotReadyError(stage_name, epoch, ["no input message arrives at this epoch"])
+        return batch
 
     def prepare(
         self, stage: Stage, epoch: Time, *, batch: list[Update], revision: bool

@@ -68,7 +68,7 @@ def plan_runs(
     carries: AbstractSet[str] = frozenset(),
 ) -> dict[int, tuple[str, ...]]:
     """Per epoch, the stages of its run: ``plan_work``'s, and the stages downstream that the
-    run makes ready or stale (see the module docs), in the order the run executes them.
+    run makes ready or stale (``chain``), in the order the run executes them.
 
     >>> from progress import GraphBuilder, Source
     >>> b = GraphBuilder()
@@ -84,9 +84,21 @@ def plan_runs(
     >>> plan_runs(tracker, [clean, daily], {})
     {0: ('clean', 'daily')}
     """
+    seeds = plan_work(statuses, in_flight, carries)
+    return chain(tracker, statuses, seeds, in_flight, carries)
+
+
+def chain(
+    tracker: Tracker,
+    statuses: Sequence[StageStatus],
+    seeds: Mapping[int, tuple[str, ...]],
+    in_flight: Mapping[int, set[str]],
+    carries: AbstractSet[str] = frozenset(),
+) -> dict[int, tuple[str, ...]]:
+    """Each epoch's ``seeds`` (what ``plan_work`` planned there), followed by the stages
+    downstream that running them makes ready or stale (see the module docs)."""
     graph = tracker.graph
     order = graph.depths()
-    seeds = plan_work(statuses, in_flight, carries)
     busy = {stage for stages in in_flight.values() for stage in stages}
     busy |= {stage for stages in seeds.values() for stage in stages if stage in carries}
     done = {s.stage: set(s.done) for s in statuses}
@@ -110,9 +122,9 @@ def plan_runs(
                     u in stages and undelayed(graph, u) for u in upstream_of(graph, name)
                 )
             else:
-                follows = view.ready(name, epoch) and bool(view.stage_batch(name, epoch))
-                if follows:
-                    view.apply(view.stage_batch(name, epoch))
+                batch = view.stage_batch(name, epoch) if view.ready(name, epoch) else []
+                view.apply(batch)
+                follows = bool(batch)
             if follows:
                 stages.append(name)
         runs[epoch] = tuple(stages)

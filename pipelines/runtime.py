@@ -205,7 +205,7 @@ class Runtime:
             done = set(self.ledger.done_epochs(p, stage_name))
             tracker = self.ledger.tracker(p)
             for epoch in sorted(set(epochs) - done):
-                self.executor.refuse_unready(tracker, stage_name, epoch)
+                self.executor.batch_if_ready(tracker, stage_name, epoch)
         results: list[RunResult] = []
 
         def report(batch: list[RunResult]) -> None:

@@ -90,6 +90,7 @@ class Stage:
         return text
 
     def summary(self) -> str:
+        """The kind in words (a kind with settings worth showing says them)."""
         return self.kind.capitalize()
 
     def scopes(self, pipeline: str) -> list[tuple[str, Graph]]:

@@ -126,8 +126,3 @@ class Sessions:
             finally:
                 self._in_transaction = False
             s.con.execute("COMMIT")
-
-    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """The rows of one query, in a session of its own (or the current one)."""
-        with self.session() as s:
-            return s.rows(sql, params)
