@@ -23,7 +23,7 @@ from pipelines.inputs import SourceInput
 from pipelines.iteration import RoundCallback
 from pipelines.storage import DataStore
 from progress import Target, Time, Tracker
-from progress.ledger import Ledger
+from progress.ledger import Ledger, StageStatus
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -248,6 +248,18 @@ class Runtime:
                     admitted = self.executor.prepare(stage, epoch, batch=[], revision=True)
                 results.append(self.executor.complete(admitted))
         return results
+
+    # -- where it stands ----------------------------------------------------------------------
+
+    def status(self) -> list[StageStatus]:
+        """Where each stage stands: its input frontier, its epochs done, ready, running, waiting
+        and stale, and who holds the oldest waiting one (what ``epochgate status`` prints)."""
+        return self.ledger.status(self.pipeline.name)
+
+    def blockers(self, stage_name: str, epoch: Time) -> list[str]:
+        """What keeps ``stage_name`` from running ``epoch``, one sentence per holder ("source
+        orders, worker 0, still holds epoch 1"); none when it is ready or done."""
+        return [h.text for h in self.ledger.blockers(self.pipeline.name, stage_name, epoch)]
 
     # -- outputs -------------------------------------------------------------------------------
 
