@@ -179,7 +179,7 @@ def _digest(ledger: Ledger, pipeline: Pipeline, epoch: int, stages: Sequence[str
         (stage, upstream, m.attempt)
         for stage in stages
         for upstream in pipeline.stage(stage).inputs
-        for m in ledger.message(pipeline.name, upstream, 0, epoch)
+        for m in pipeline.stage(upstream).read_at(ledger, pipeline.name, epoch)
     )
     return hashlib.sha256(json.dumps(read).encode()).hexdigest()[:12]
 

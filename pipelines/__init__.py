@@ -22,6 +22,7 @@ from pipelines.inputs import SourceInput
 from pipelines.runtime import RunResult, RunStatus, Runtime
 from pipelines.spark import SparkUnavailableError, spark_session
 from pipelines.stages import (
+    DimensionStage,
     FeedbackStage,
     IterateStage,
     JoinStage,
@@ -40,6 +41,7 @@ __all__ = [
     "Stream",
     "Stage",
     "SourceStage",
+    "DimensionStage",
     "TransformStage",
     "UnionStage",
     "JoinStage",

@@ -23,6 +23,7 @@ from pipelines.errors import PipelineDefinitionError
 from pipelines.iteration import RoundStep, Transform
 from pipelines.stages import (
     DEFAULT_MAX_ROUNDS,
+    DimensionStage,
     FeedbackStage,
     IterateStage,
     JoinStage,
@@ -114,9 +115,48 @@ class Pipeline:
     ) -> Stream:
         """An input with ``workers`` independent producers; ``key`` columns may not be null.
         ``close`` says how its epochs close: by its workers (the default), some time after each
-        epoch ends (the pipeline needs a clock), or by each worker's done-marker."""
+        epoch ends (the pipeline needs a clock), or by each worker's done-marker. A stage reading
+        it at epoch t reads the messages sent at t."""
+        return self._add(
+            self._input_stage(
+                SourceStage, name, schema=schema, workers=workers, key=key, close=close
+            )
+        )
+
+    def dimension(
+        self,
+        name: str,
+        *,
+        schema: StructType,
+        workers: int = 1,
+        key: Sequence[str] = (),
+        close: CloseRule = EXPLICIT,
+    ) -> Stream:
+        """A dimension source: a table that changes rarely (accounts, users). Its content at
+        epoch e is its latest message at or before e: a message sent at epoch d replaces the
+        table from d on, until the next one, and after ``close()`` the last table stays. A stage
+        reading it at epoch t reads the table as of t, per worker its latest messages with data
+        (the workers' tables together). Its workers, ``key`` and ``close`` are a source's."""
+        return self._add(
+            self._input_stage(
+                DimensionStage, name, schema=schema, workers=workers, key=key, close=close
+            )
+        )
+
+    def _input_stage(
+        self,
+        kind: type[SourceStage],
+        name: str,
+        *,
+        schema: StructType,
+        workers: int,
+        key: Sequence[str],
+        close: CloseRule,
+    ) -> SourceStage:
+        """A source spec of ``kind``, or an error naming what does not fit."""
         if type(workers) is not int or workers < 1:
-            raise PipelineDefinitionError(self.name, name, "a source needs at least one worker")
+            what = "source" if kind is SourceStage else f"{kind.kind} source"
+            raise PipelineDefinitionError(self.name, name, f"a {what} needs at least one worker")
         missing = [k for k in key if k not in schema.fieldNames()]
         if missing:
             raise PipelineDefinitionError(self.name, name, f"key columns {missing} not in schema")
@@ -130,9 +170,7 @@ class Pipeline:
                 name,
                 "closing after each epoch ends needs an epoch clock: Pipeline(..., clock=...)",
             )
-        return self._add(
-            SourceStage(name=name, schema=schema, workers=workers, key=tuple(key), close=close)
-        )
+        return kind(name=name, schema=schema, workers=workers, key=tuple(key), close=close)
 
     def close_rule(self, source: str) -> CloseRule:
         """How ``source``'s epochs close."""
@@ -160,7 +198,8 @@ class Pipeline:
         on: Sequence[str],
         how: str = "inner",
     ) -> Stream:
-        """The rows of one epoch of ``left`` joined with the same epoch of ``right``."""
+        """The rows of one epoch of ``left`` joined with the same epoch of ``right`` (of a
+        dimension source: its table as of that epoch)."""
         if not on:
             raise PipelineDefinitionError(self.name, name, "a join needs columns to join on")
         inputs = (self._input(name, left), self._input(name, right))

@@ -175,9 +175,11 @@ class Executor:
         return Admitted(stage, epoch, batch, revision, run_id, work, started)
 
     def resolve(self, upstream: str, epoch: Time) -> Resolved:
-        """The current messages of ``upstream`` at ``epoch``: references and data paths."""
-        messages = self.ledger.message(self.pipeline.name, upstream, 0, epoch)
-        refs = [MessageRef(upstream, 0, epoch, m.attempt) for m in messages]
+        """The messages of ``upstream`` a run at ``epoch`` reads (its kind says which: those at
+        ``epoch``, or a dimension's table as of it): references, each at its own time, and
+        data paths."""
+        messages = self.pipeline.stage(upstream).read_at(self.ledger, self.pipeline.name, epoch)
+        refs = [MessageRef(upstream, m.port, m.time, m.attempt) for m in messages]
         return refs, [m.path for m in messages if m.path]
 
     def schema_of(self, stage: str) -> StructType:

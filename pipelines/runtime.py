@@ -264,8 +264,9 @@ class Runtime:
     # -- outputs -------------------------------------------------------------------------------
 
     def read(self, stage: str, epoch: Time) -> DataFrame:
-        """The committed output of ``stage`` at ``epoch`` (all current messages)."""
-        messages = self.ledger.message(self.pipeline.name, stage, 0, epoch)
+        """The committed output of ``stage`` at ``epoch`` as a stage reading it then sees it
+        (all current messages at ``epoch``; a dimension source's table as of ``epoch``)."""
+        messages = self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch)
         paths = [m.path for m in messages if m.path]
         if paths:
             return self.spark.read.parquet(*paths)

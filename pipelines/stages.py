@@ -8,9 +8,10 @@ the CLI and the Dagster layer ask the spec; none of them switches on a kind's na
 is one new spec.
 
     SourceStage    input with workers            (fed by send, never run)
+    DimensionStage a source read as a table      (a reader at e sees its latest message <= e)
     TransformStage fn(df) of one input           (optionally delayed)
     UnionStage     all rows of several inputs    (catalogs their files when their columns match)
-    JoinStage      left joined with right        (same epoch of both)
+    JoinStage      left joined with right        (same epoch of both; a dimension as of it)
     StatefulStage  keyed state carried on        (update(batch, state); epochs strictly in order)
     IterateStage   rounds to a fixed point       (a nested scope at Product(epoch, round))
     FeedbackStage  a later stage's output back   (delayed: a loop must advance time)
@@ -33,7 +34,7 @@ from pipelines.clock import EXPLICIT, CloseRule
 from pipelines.iteration import Rounds, RoundStep, Transform, pending_paths, scope_graph
 from pipelines.work import Produced, StageWork, Written
 from progress import Graph, Time
-from progress.ledger import Ledger, scope_name
+from progress.ledger import Ledger, MessageRecord, scope_name
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -77,6 +78,11 @@ class Stage:
         """The time of the message this stage's run at ``epoch`` announces (later by its
         delay; an epoch of an inner scope is not shifted)."""
         return epoch + self.delay if isinstance(epoch, int) else epoch
+
+    def read_at(self, ledger: Ledger, pipeline: str, epoch: Time) -> list[MessageRecord]:
+        """The messages of its output that a stage reading it at ``epoch`` reads: the current
+        ones committed at ``epoch``."""
+        return ledger.message(pipeline, self.name, 0, epoch)
 
     def lineage(self) -> tuple[str, ...]:
         """The stages it depends on in the asset graph (each once)."""
@@ -133,6 +139,28 @@ class SourceStage(Stage):
 
 
 @dataclass(frozen=True, kw_only=True)
+class DimensionStage(SourceStage):
+    """A source whose content at epoch e is its latest message at or before e: a table that
+    changes rarely. A message sent at epoch d replaces the table from d on; a stage reading it
+    at epoch e reads, per worker, that worker's messages at its latest epoch <= e with data
+    (the union of the workers' tables). Epochs it seals empty leave the table as it was."""
+
+    kind: ClassVar[str] = "dimension"
+
+    def read_at(self, ledger: Ledger, pipeline: str, epoch: Time) -> list[MessageRecord]:
+        """Its table as of ``epoch``: each worker's latest messages with data at or before it."""
+        return ledger.messages_as_of(pipeline, self.name, 0, epoch)
+
+    def describe(self) -> str:
+        return (
+            f"Dimension source with {self.workers} worker(s): its content at epoch e is each "
+            "worker's latest message at or before e, and a message sent at epoch d replaces "
+            "the table from d on; data arrives through its input handles (send, advance, "
+            "close), not through Dagster"
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class TransformStage(Stage):
     """Any DataFrame-to-DataFrame function of one epoch's input, optionally delayed."""
 
@@ -174,7 +202,8 @@ class UnionStage(Stage):
 
 @dataclass(frozen=True, kw_only=True)
 class JoinStage(Stage):
-    """The rows of one epoch of the left input joined with the same epoch of the right."""
+    """The rows of one epoch of the left input joined with the same epoch of the right (of a
+    dimension source: its table as of that epoch)."""
 
     on: tuple[str, ...]
     how: str = "inner"

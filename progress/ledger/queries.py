@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from progress import sentences
+from progress.errors import InvalidTimeError
 from progress.ledger.records import (
     BatchRecord,
     History,
@@ -108,6 +109,33 @@ def latest_message(s: Session, pipeline: str, stage: str, port: int) -> MessageR
         [pipeline, stage, port],
     )
     return message_record(rows[0]) if rows else None
+
+
+def messages_as_of(
+    s: Session, pipeline: str, stage: str, port: int, epoch: Time
+) -> list[MessageRecord]:
+    """The content of a dimension source's output at ``epoch``: per input worker, its current
+    messages with data at the latest epoch ``<= epoch`` where it has any, in commit order.
+
+    A message with data is one sent, even an empty frame; the empty messages that sealing
+    announces have none, so they leave the worker's table as it was. A worker is the one its
+    message's batch names. Several messages of one worker at one epoch are its table together.
+    """
+    if type(epoch) is not int:
+        raise InvalidTimeError(epoch, "a dimension source's content is kept by epoch")
+    rows = s.rows(
+        f"""
+        SELECT {MESSAGE_COLUMNS} FROM (
+            SELECT m.*, b.worker FROM messages m
+            JOIN batches b ON b.pipeline = m.pipeline AND b.batch_id = m.batch_id
+            WHERE m.pipeline = ? AND m.stage = ? AND m.port = ? AND m.t1 = -1 AND m.t0 <= ?
+                AND m.current AND m.path IS NOT NULL
+        ) QUALIFY t0 = max(t0) OVER (PARTITION BY worker)
+        ORDER BY batch_id
+        """,
+        [pipeline, stage, port, epoch],
+    )
+    return [message_record(r) for r in rows]
 
 
 def live_paths(s: Session, pipeline: str) -> list[str]:

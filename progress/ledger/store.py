@@ -209,6 +209,15 @@ class Ledger:
         with self._sessions.session() as s:
             return queries.message(s, pipeline, stage, port, time)
 
+    def messages_as_of(
+        self, pipeline: str, stage: str, port: int, epoch: Time
+    ) -> list[MessageRecord]:
+        """The content of a dimension source's output at ``epoch``: per input worker, its
+        current messages with data at the latest epoch ``<= epoch`` where it has any (the
+        empty messages that sealing announces leave a worker's table as it was)."""
+        with self._sessions.session() as s:
+            return queries.messages_as_of(s, pipeline, stage, port, epoch)
+
     def live_paths(self, pipeline: str) -> list[str]:
         """Every data path the pipeline may still read or is writing: current messages, and
         the attempts of runs whose process is alive."""

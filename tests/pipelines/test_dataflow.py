@@ -7,6 +7,7 @@ from pyspark.sql import types as T
 
 from pipelines.dataflow import Pipeline
 from pipelines.errors import PipelineDefinitionError
+from pipelines.stages import DimensionStage, SourceStage
 from progress import Delay, Source, Target
 
 pytestmark = pytest.mark.unit
@@ -87,3 +88,24 @@ def test_an_unconnected_feedback_is_refused() -> None:
     p.feedback("dangling", delay=1)
     with pytest.raises(PipelineDefinitionError, match="never connected"):
         p.graph()
+
+
+def test_a_dimension_is_a_source_read_as_a_table() -> None:
+    p = Pipeline("desk")
+    p.dimension("accounts", schema=SCHEMA, workers=2, key=["id"])
+    stage = p.stage("accounts")
+    assert isinstance(stage, DimensionStage)
+    assert isinstance(stage, SourceStage)  # its workers send, advance and close
+    assert (stage.kind, stage.workers, stage.key, stage.is_source) == (
+        "dimension",
+        2,
+        ("id",),
+        True,
+    )
+    assert "latest message at or before e" in stage.describe()
+    assert p.graph().node("accounts").workers == 2
+    assert type(p.stage(p.source("events", schema=SCHEMA).stage)) is SourceStage
+    with pytest.raises(PipelineDefinitionError, match="a dimension source needs at least one"):
+        p.dimension("users", schema=SCHEMA, workers=0)
+    with pytest.raises(PipelineDefinitionError, match=r"key columns \['user'\] not in schema"):
+        p.dimension("users", schema=SCHEMA, key=["user"])
