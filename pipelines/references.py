@@ -175,7 +175,8 @@ def choose_names(registered: Sequence[Registration], given: str | None, ledger: 
         name = load(given).name
         if name in names:
             return [name]
-        reason = f"pipeline {name!r} (from {given!r}) is not registered in {ledger}"
+        loaded = "" if name == given else f" (from {given!r})"
+        reason = f"pipeline {name!r}{loaded} is not registered in {ledger}"
     else:
         reason = f"pipeline {given!r} is not registered in {ledger}"
     raise PipelineChoiceError(

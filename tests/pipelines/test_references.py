@@ -71,3 +71,6 @@ def test_read_only_commands_filter_by_name_or_reference() -> None:
     assert err.value.reason == (
         f"pipeline 'clicks' (from '{REFERENCE}') is not registered in {LEDGER}; registered: bank"
     )
+    with pytest.raises(PipelineChoiceError) as err:
+        choose_names(both[1:], "bank", LEDGER)
+    assert err.value.reason == f"pipeline 'bank' is not registered in {LEDGER}; registered: clicks"
