@@ -47,15 +47,14 @@ from pipelines.examples.demo import (
     verify_outputs,
 )
 from pipelines.examples.sizes import add_size_options
+from pipelines.references import load
 from pipelines.runtime import Runtime
-from pipelines.settings import state_dir
+from pipelines.settings import DAGSTER_DIR, DEMO_DIR, absolute, state_dir
 from pipelines.spark import master_url
 from progress import EpochgateError
 
-INSTANCE_DIR = "dagster"
+INSTANCE_DIR = DAGSTER_DIR
 """The Dagster instance's directory under the state directory."""
-DEMO_DIR = "demo"
-"""The demo's inputs, ledger, data and state under the state directory (replaced each run)."""
 INSTANCE_CONFIG = Path(__file__).with_name("dagster.yaml")
 """The project's instance settings: the ``spark`` pool's limit."""
 DAEMON_SILENCE = 60.0
@@ -96,7 +95,7 @@ class DagsterDemoSummary:
 def instance_home(state: Path | None = None) -> Path:
     """The demo's Dagster instance directory, created with the project's ``dagster.yaml`` in it
     when it has none (an existing one is left as the user made it)."""
-    home = ((state or state_dir()) / INSTANCE_DIR).resolve()
+    home = absolute((state or state_dir()) / INSTANCE_DIR)
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
@@ -172,7 +171,7 @@ def run_demo(
         [bank.pipeline()], spark=SparkResource(master=master_url(spark_master)), ledger=ledger
     )
     driver = Driver(defs, instance)
-    rt = Runtime(bank.pipeline(), ledger.ledger(), spark, ledger.data_root)
+    rt = Runtime(load("bank"), ledger.ledger(), spark, ledger.data_root)  # with its reference
 
     def ran(run: LaunchedRun) -> None:
         echo(f"  {run.describe()}")
@@ -244,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with dg.DagsterInstance.get() as instance:
             summary = run_demo(
-                (state / DEMO_DIR).resolve(),
+                state / DEMO_DIR,
                 instance,
                 epochs=args.epochs,
                 rows=args.rows,

@@ -14,7 +14,7 @@ from pydantic import Field, PrivateAttr
 
 from pipelines.dataflow import Pipeline
 from pipelines.runtime import Runtime
-from pipelines.settings import data_path, ledger_path
+from pipelines.settings import DATA_DIR, STATE_FILE, absolute, data_path, ledger_path, state_path
 from pipelines.spark import DEFAULT_MASTER, master_url, quiet, spark_session
 from progress.ledger import Ledger
 from progress.ledger.store import DEFAULT_LOCK_TIMEOUT
@@ -22,11 +22,6 @@ from state_store import KeyedState
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-STATE_FILE = "state.duckdb"
-"""The state store's file name when it sits beside the ledger (as the Runtime puts it)."""
-DATA_DIR = "data"
-"""The data directory's name when it sits beside the ledger."""
 
 
 class SparkResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -99,12 +94,12 @@ class LedgerResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     @property
     def ledger_path(self) -> Path:
-        return Path(self.path).expanduser().resolve()
+        return absolute(self.path)
 
     @property
     def data_root(self) -> Path:
         if self.data_dir:
-            return Path(self.data_dir).expanduser().resolve()
+            return absolute(self.data_dir)
         return self.ledger_path.with_name(DATA_DIR)
 
     def exists(self) -> bool:
@@ -128,8 +123,8 @@ class StateStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def state_path(self, ledger: LedgerResource) -> Path:
         if self.path:
-            return Path(self.path).expanduser().resolve()
-        return ledger.ledger_path.with_name(STATE_FILE)
+            return absolute(self.path)
+        return state_path(ledger.ledger_path)
 
     def store(self, ledger: LedgerResource) -> KeyedState:
         return KeyedState(self.state_path(ledger), lock_timeout=self.lock_timeout)
@@ -142,11 +137,12 @@ def build_runtime(
     ledger: LedgerResource,
     state: StateStoreResource,
 ) -> Runtime:
-    """``pipeline`` bound to these resources (registering its graph in the ledger if needed)."""
+    """``pipeline`` bound to these resources (registering its graph in the ledger if needed);
+    the run's Spark session starts when a stage run first needs it."""
     return Runtime(
         pipeline,
         ledger.ledger(),
-        spark.session(),
+        spark.session,
         ledger.data_root,
         state=state.store(ledger),
     )

@@ -3,25 +3,36 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 from pipelines import reports
 from pipelines.dataflow import Pipeline
-from pipelines.examples import registry
 from pipelines.examples.sizes import add_size_options
+from pipelines.inputs import source_worker
 from pipelines.iteration import describe_round
+from pipelines.references import choose, choose_names, examples_text
 from pipelines.runtime import Runtime
 from pipelines.scheduling import close_epochs
-from pipelines.settings import LEDGER_ENV, data_path, ledger_path
+from pipelines.settings import (
+    DATA_ENV,
+    DEMO_DATA_DIR,
+    DEMO_DIR,
+    HOME_ENV,
+    LEDGER_ENV,
+    Settings,
+    absolute,
+    state_dir,
+)
+from pipelines.spark import quiet_session
 from progress import EpochgateError, InvalidTimeError, Time, timestamp
-from progress.ledger import Ledger
+from progress.ledger import Ledger, Registration
 
 
 class UsageError(EpochgateError):
@@ -46,8 +57,15 @@ def parse_time(text: str) -> Time:
         raise argparse.ArgumentTypeError(f"not an epoch: {text!r}") from None
 
 
+def settings(args: argparse.Namespace) -> Settings:
+    """The places this command uses, resolved once (in ``main``)."""
+    found: Settings = args.settings
+    return found
+
+
 def open_ledger(args: argparse.Namespace) -> Ledger:
-    path = ledger_path(args.ledger)
+    """The ledger of a command that only reads it: it must exist."""
+    path = settings(args).ledger
     if not path.exists():
         raise UsageError(
             f"no ledger at {path}; pass --ledger PATH or set {LEDGER_ENV} "
@@ -56,21 +74,20 @@ def open_ledger(args: argparse.Namespace) -> Ledger:
     return Ledger(path, lock_timeout=args.lock_timeout)
 
 
-def pick_pipelines(ledger: Ledger, name: str | None) -> list[str]:
-    known = ledger.pipelines()
-    if name is None:
-        return known
-    if name not in known:
-        raise UsageError(
-            f"pipeline {name!r} is not registered; registered: {', '.join(known) or '(none)'}"
-        )
-    return [name]
+def registrations(ledger: Ledger) -> list[Registration]:
+    """The ledger's registered pipelines; none, without creating it, when it does not exist."""
+    return ledger.registrations() if ledger.path.exists() else []
+
+
+def pick_pipelines(args: argparse.Namespace, ledger: Ledger) -> list[str]:
+    """Every registered pipeline, or the one ``-p`` names."""
+    return choose_names(registrations(ledger), args.pipeline, ledger.path)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     ledger = open_ledger(args)
     with ledger.session():
-        statuses = [s for p in pick_pipelines(ledger, args.pipeline) for s in ledger.status(p)]
+        statuses = [s for p in pick_pipelines(args, ledger) for s in ledger.status(p)]
     if args.json:
         print(json.dumps(reports.status_json(statuses), indent=2))
     else:
@@ -79,7 +96,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    report = open_ledger(args).verify()
+    ledger = open_ledger(args)
+    if args.pipeline is None:
+        report = ledger.verify()
+    else:
+        (name,) = pick_pipelines(args, ledger)
+        report = ledger.verify(name)
     print("\n".join(report.lines()))
     return 0 if report.ok else 1
 
@@ -87,65 +109,48 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_history(args: argparse.Namespace) -> int:
     ledger = open_ledger(args)
     with ledger.session():
-        pipelines = pick_pipelines(ledger, args.pipeline)
+        pipelines = pick_pipelines(args, ledger)
         owners = [p for p in pipelines if args.stage in ledger.graph(p).nodes]
         if not owners:
             raise UsageError(f"no registered pipeline has a stage {args.stage!r}")
         if len(owners) > 1:
-            raise UsageError(f"stage {args.stage!r} is in {', '.join(owners)}; pass --pipeline")
+            raise UsageError(f"stage {args.stage!r} is in {', '.join(owners)}; pass -p NAME")
         history = ledger.history(owners[0], args.stage, args.epoch)
     print(reports.history_text(history))
     return 0
 
 
-def load_pipeline(spec: str) -> Pipeline:
-    """An example by name (``bank``) or ``module:attribute`` naming a Pipeline or a function
-    that returns one."""
-    examples = registry()
-    if spec in examples:
-        return examples[spec]()
-    if ":" not in spec:
-        raise UsageError(
-            f"unknown pipeline {spec!r}: give an example ({', '.join(examples)}) "
-            "or module:attribute"
-        )
-    module_name, attr = spec.split(":", 1)
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as err:
-        raise UsageError(f"cannot load pipeline {spec!r}: {err}") from err
-    pipeline = target() if callable(target) and not isinstance(target, Pipeline) else target
-    if not isinstance(pipeline, Pipeline):
-        raise UsageError(f"{spec!r} is a {type(pipeline).__name__}, not a Pipeline")
-    return pipeline
+def chosen(args: argparse.Namespace) -> tuple[Pipeline, Ledger]:
+    """The pipeline ``-p`` means (the ledger's only one without it), and its ledger; nothing
+    is registered yet."""
+    ledger = Ledger(settings(args).ledger, lock_timeout=args.lock_timeout)
+    return choose(registrations(ledger), args.pipeline, ledger.path), ledger
 
 
-def runtime(args: argparse.Namespace) -> Runtime:
-    from pipelines.spark import quiet, spark_session
-
-    pipeline = load_pipeline(args.pipeline_def)
-    ledger = Ledger(ledger_path(args.ledger), lock_timeout=args.lock_timeout)
-    spark = spark_session(args.spark)
-    quiet(spark)
+def runtime(args: argparse.Namespace, pipeline: Pipeline, ledger: Ledger) -> Runtime:
+    """``pipeline`` bound to the command's ledger and data (registering it); Spark starts only
+    when something needs it."""
     return Runtime(
         pipeline,
         ledger,
-        spark,
-        data_path(args.data),
+        partial(quiet_session, args.spark),
+        settings(args).data,
         on_round=lambda *progress: print(f"    {describe_round(*progress)}", flush=True),
     )
 
 
-def registered_ledger(args: argparse.Namespace) -> tuple[Pipeline, Ledger]:
-    """The pipeline and its ledger, registered, without starting Spark."""
-    pipeline = load_pipeline(args.pipeline_def)
-    ledger = Ledger(ledger_path(args.ledger), lock_timeout=args.lock_timeout)
-    pipeline.register(ledger)
-    return pipeline, ledger
+@contextmanager
+def registering(ledger: Ledger, pipeline: Pipeline) -> Iterator[None]:
+    """Where a command registers ``pipeline`` and acts: when registering changes anything, one
+    ledger transaction holds both, so a command that fails leaves nothing registered."""
+    needed = not pipeline.registered_in(ledger)
+    with ledger.atomic() if needed else nullcontext():
+        yield
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    rt = runtime(args)
+    pipeline, ledger = chosen(args)
+    rt = runtime(args, pipeline, ledger)
     started = time.perf_counter()
     results = rt.run(lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True))
     print(f"{len(results)} stage run(s) in {time.perf_counter() - started:.1f}s")
@@ -161,7 +166,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_backfill(args: argparse.Namespace) -> int:
     if args.last < args.first:
         raise UsageError(f"--to {args.last} is before --from {args.first}")
-    rt = runtime(args)
+    pipeline, ledger = chosen(args)
+    if pipeline.name not in [r.pipeline for r in registrations(ledger)]:
+        raise UsageError(
+            f"pipeline {pipeline.name!r} is not registered in {ledger.path}: nothing was sent "
+            "to it, so nothing can be backfilled"
+        )
+    pipeline.stage(args.stage)  # an unknown stage fails before anything is registered
+    rt = runtime(args, pipeline, ledger)
     started = time.perf_counter()
     epochs = list(range(args.first, args.last + 1))
     results = rt.backfill(
@@ -175,10 +187,15 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    rt = runtime(args)
-    handle = rt.input(args.source, args.worker)
-    epoch = handle.epoch
-    result = handle.send(args.file)
+    pipeline, ledger = chosen(args)
+    source_worker(pipeline, args.source, args.worker)
+    # A pipeline registered as it is sends outside any transaction (with Spark, when the file
+    # needs it, working while the ledger is free). The first send of a new or changed pipeline
+    # registers it and sends in one transaction: a file refused registers nothing.
+    with registering(ledger, pipeline):
+        handle = runtime(args, pipeline, ledger).input(args.source, args.worker)
+        epoch = handle.epoch
+        result = handle.send(args.file)
     print(
         f"sent {args.file} to {args.source} worker {args.worker} at epoch {epoch} "
         f"(batch #{result.batch_id})"
@@ -187,22 +204,27 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_advance(args: argparse.Namespace) -> int:
-    pipeline, ledger = registered_ledger(args)
-    ledger.advance(pipeline.name, args.source, args.worker, args.epoch, seal=True)
-    now = ledger.worker_time(pipeline.name, args.source, args.worker)
+    pipeline, ledger = chosen(args)
+    source_worker(pipeline, args.source, args.worker)
+    with ledger.atomic():  # registered only if the advance commits
+        pipeline.register(ledger)
+        ledger.advance(pipeline.name, args.source, args.worker, args.epoch, seal=True)
+        now = ledger.worker_time(pipeline.name, args.source, args.worker)
     print(f"{args.source} worker {args.worker} is at epoch {'closed' if now is None else now}")
     return 0
 
 
 def cmd_close(args: argparse.Namespace) -> int:
-    pipeline, ledger = registered_ledger(args)
-    ledger.close(pipeline.name, args.source, args.worker)
+    pipeline, ledger = chosen(args)
+    source_worker(pipeline, args.source, args.worker)
+    with ledger.atomic():  # registered only if the close commits
+        pipeline.register(ledger)
+        ledger.close(pipeline.name, args.source, args.worker)
     print(f"{args.source} worker {args.worker} is closed")
     return 0
 
 
 def cmd_clock(args: argparse.Namespace) -> int:
-    pipeline, ledger = registered_ledger(args)
     now = datetime.now(UTC)
     if args.now:
         try:
@@ -211,7 +233,9 @@ def cmd_clock(args: argparse.Namespace) -> int:
             raise UsageError(f"--now {args.now!r} is not an ISO 8601 time: {err}") from err
         if now.tzinfo is None:
             raise UsageError(f"--now {args.now!r} has no time zone (e.g. 2026-11-21T10:00Z)")
-    tick = close_epochs(ledger, pipeline, now)
+    pipeline, ledger = chosen(args)
+    with ledger.atomic():  # registered only if the tick commits
+        tick = close_epochs(ledger, pipeline, now)
     for line in tick.lines():
         print(line)
     if not tick.waiting and not tick.closed:
@@ -223,7 +247,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from pipelines.examples.demo import run_demo
 
     summary = run_demo(
-        Path(args.home),
+        absolute(args.home) if args.home else state_dir() / DEMO_DIR,
         epochs=args.epochs,
         rows=args.rows,
         accounts=args.accounts,
@@ -236,9 +260,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_demo_data(args: argparse.Namespace) -> int:
     from pipelines.examples.bank_data import generate
 
-    data = generate(
-        Path(args.out), epochs=args.epochs, rows=args.rows, accounts=args.accounts, seed=args.seed
-    )
+    out = absolute(args.out) if args.out else state_dir() / DEMO_DATA_DIR
+    data = generate(out, epochs=args.epochs, rows=args.rows, accounts=args.accounts, seed=args.seed)
     print(f"wrote {args.epochs} epochs under {data.root} (late file at epoch {data.late_epoch})")
     return 0
 
@@ -292,7 +315,7 @@ def _engine_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     engine: argparse.ArgumentParser,
 ) -> None:
-    """The commands that drive a pipeline: run, backfill, send, advance, close."""
+    """The commands that drive a pipeline: run, backfill, send, advance, close, clock."""
     run = commands.add_parser(
         "run", parents=[engine], help="run every ready (stage, epoch) until nothing is ready"
     )
@@ -348,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     connection.add_argument(
         "--ledger",
         metavar="PATH",
-        help=f"ledger file (default: ${LEDGER_ENV} or .epochgate/ledger.duckdb)",
+        help=f"ledger file (default: ${LEDGER_ENV}, else ${HOME_ENV}/ledger.duckdb)",
     )
     connection.add_argument(
         "--lock-timeout",
@@ -357,12 +380,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long to wait for another process holding the ledger (default 60)",
     )
-    common = argparse.ArgumentParser(add_help=False, parents=[connection])
-    common.add_argument("--pipeline", metavar="NAME", help="only this pipeline")
+    reading = argparse.ArgumentParser(add_help=False, parents=[connection])
+    reading.add_argument(
+        "-p",
+        "--pipeline",
+        metavar="PIPELINE",
+        help=(
+            f"only this pipeline: a registered name, an example ({examples_text()}) or "
+            "module:attribute (default: every registered one)"
+        ),
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     status = commands.add_parser(
-        "status", parents=[common], help="where every stage stands, and who holds waiting epochs"
+        "status", parents=[reading], help="where every stage stands, and who holds waiting epochs"
     )
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.set_defaults(handler=cmd_status)
@@ -370,12 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     ledger = commands.add_parser("ledger", help="inspect the progress ledger")
     ledger_commands = ledger.add_subparsers(dest="ledger_command", metavar="COMMAND", required=True)
     verify = ledger_commands.add_parser(
-        "verify", parents=[common], help="recompute counts from the log and compare"
+        "verify", parents=[reading], help="recompute counts from the log and compare"
     )
     verify.set_defaults(handler=cmd_verify)
     history = ledger_commands.add_parser(
         "history",
-        parents=[common],
+        parents=[reading],
         help="batches, message attempts and runs of one stage and epoch",
     )
     history.add_argument("stage")
@@ -384,7 +415,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     engine = argparse.ArgumentParser(add_help=False, parents=[connection])
     engine.add_argument(
-        "--data", metavar="DIR", help="data directory (default: $EPOCHGATE_DATA or .epochgate/data)"
+        "--data",
+        metavar="DIR",
+        help=f"data directory (default: ${DATA_ENV}, else ${HOME_ENV}/data)",
     )
     engine.add_argument(
         "--spark",
@@ -394,10 +427,11 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument(
         "-p",
         "--pipeline",
-        dest="pipeline_def",
-        default="bank",
         metavar="PIPELINE",
-        help="an example name or module:attribute (default: bank)",
+        help=(
+            f"a registered name, an example ({examples_text()}) or module:attribute "
+            "(default: the ledger's only registered pipeline)"
+        ),
     )
 
     _engine_commands(commands, engine)
@@ -406,14 +440,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_size_options(demo)
     demo.add_argument(
         "--home",
-        default=".epochgate/demo",
-        help="where the demo keeps its state (default .epochgate/demo; replaced)",
+        help=f"where the demo keeps its state (default ${HOME_ENV}/{DEMO_DIR}; replaced)",
     )
     demo.add_argument("--spark", metavar="MASTER", help="Spark master (default local[2])")
     demo.set_defaults(handler=cmd_demo)
     demo_data = commands.add_parser("demo-data", help="write seeded bank inputs")
     add_size_options(demo_data)
-    demo_data.add_argument("--out", default=".epochgate/demo-data", help="output directory")
+    demo_data.add_argument("--out", help=f"output directory (default ${HOME_ENV}/{DEMO_DATA_DIR})")
     demo_data.set_defaults(handler=cmd_demo_data)
     _spark_commands(commands)
     return parser
@@ -427,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 0
+    # Every path the command uses, absolute, from its flags, the environment and defaults.
+    args.settings = Settings.resolve(getattr(args, "ledger", None), getattr(args, "data", None))
     try:
         return handler(args)
     except EpochgateError as err:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipelines.settings import state_dir
+from pipelines.settings import CONNECT_DIR, state_dir
 from pipelines.spark import LOCAL_CONF
 from progress import EpochgateError
 
@@ -82,7 +82,7 @@ def connect_url(port: int) -> str:
 
 def server_dir(port: int) -> Path:
     """Where the server on ``port`` keeps its pid file and log (absolute)."""
-    return (state_dir() / "connect" / str(port)).resolve()
+    return state_dir() / CONNECT_DIR / str(port)
 
 
 def pid_file(port: int) -> Path:
@@ -109,7 +109,7 @@ def spark_home(port: int = DEFAULT_PORT) -> Path:
 
 def known_ports() -> list[int]:
     """Ports that have a server directory under the state directory, in order."""
-    root = state_dir() / "connect"
+    root = state_dir() / CONNECT_DIR
     if not root.is_dir():
         return []
     return sorted(int(d.name) for d in root.iterdir() if d.is_dir() and d.name.isdigit())

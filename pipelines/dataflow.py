@@ -73,6 +73,9 @@ class Pipeline:
         and closes those of sources whose close rule is time-based."""
         self.name = check_name(name, name, "pipeline")
         self.clock = clock
+        self.definition: str | None = None
+        """Where this pipeline's code is, an example name or ``module:attribute``, when whoever
+        loaded it knows (``pipelines.references.load`` sets it); registering records it."""
         self._stages: dict[str, Stage] = {}
         self._feedback: dict[str, str | None] = {}
         self._compiled: Graph | None = None
@@ -330,10 +333,23 @@ class Pipeline:
 
     def register(self, ledger: Ledger, *, from_start: bool = False) -> Graph:
         """Register the graph (and the nested scopes of its stages) in ``ledger``, as anything
-        that runs the pipeline or feeds it must first; returns the graph."""
+        that runs the pipeline or feeds it must first, with its ``definition`` when known;
+        returns the graph."""
         graph = self.graph()
-        ledger.register(self.name, graph, from_start=from_start)
+        ledger.register(self.name, graph, from_start=from_start, definition=self.definition)
         for stage in self._stages.values():
             for scope, inner in stage.scopes(self.name):
                 ledger.register(scope, inner)
         return graph
+
+    def registered_in(self, ledger: Ledger) -> bool:
+        """Whether ``register`` would change nothing in ``ledger``: the graph, its scopes and
+        the definition (when known) are recorded as they are."""
+        with ledger.session():
+            if not ledger.registered(self.name, self.graph(), definition=self.definition):
+                return False
+            return all(
+                ledger.registered(scope, inner)
+                for stage in self._stages.values()
+                for scope, inner in stage.scopes(self.name)
+            )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError, first_line
 from pipelines.iteration import RoundCallback
+from pipelines.spark import LazySpark, SparkFactory
 from pipelines.stages import Stage
 from pipelines.storage import DataStore, new_attempt
 from pipelines.work import Produced, Resolved, StageWork
@@ -92,13 +93,16 @@ class Worked:
 
 
 class Executor:
-    """Runs single ``(stage, epoch)`` runs of one pipeline against its ledger and data."""
+    """Runs single ``(stage, epoch)`` runs of one pipeline against its ledger and data.
+
+    ``spark`` may be a session not started yet (``LazySpark``, or a factory): a run starts it
+    in its work, outside any ledger session, so no lock is held while a JVM starts."""
 
     def __init__(
         self,
         pipeline: Pipeline,
         ledger: Ledger,
-        spark: SparkSession,
+        spark: SparkSession | SparkFactory | LazySpark,
         store: DataStore,
         state: KeyedState,
         *,
@@ -106,10 +110,15 @@ class Executor:
     ) -> None:
         self.pipeline = pipeline
         self.ledger = ledger
-        self.spark = spark
+        self.lazy_spark = LazySpark.of(spark)
         self.store = store
         self.state = state
         self.on_round = on_round
+
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session, started now if nothing has needed it yet."""
+        return self.lazy_spark.session()
 
     def runnable(self, stage_name: str) -> Stage:
         stage = self.pipeline.stage(stage_name)
@@ -160,7 +169,7 @@ class Executor:
             output_time=stage.output_time(epoch),
             attempt=attempt,
             revision=revision,
-            spark=self.spark,
+            lazy_spark=self.lazy_spark,
             store=self.store,
             ledger=self.ledger,
             state=self.state,

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 
 
 class Bound(Protocol):
-    """A pipeline bound to its ledger, data directory and Spark session (a ``Runtime``)."""
+    """A pipeline bound to its ledger, data directory and Spark session (a ``Runtime``).
+    ``spark`` may start a session when first read: a send reads it only for data that the
+    pyarrow check cannot judge."""
 
     @property
     def pipeline(self) -> Pipeline: ...
@@ -65,19 +67,25 @@ def check_frame(
     return df.select(*schema.fieldNames())
 
 
+def source_worker(pipeline: Pipeline, source: str, worker: int) -> SourceStage:
+    """The source ``source`` of ``pipeline``; raises unless it is a source with a worker
+    ``worker`` (a check of the definition alone: it reads no ledger)."""
+    stage = pipeline.stage(source)
+    if not isinstance(stage, SourceStage):
+        raise InputValidationError(source, "-", f"{source!r} is not a source of the pipeline")
+    if not 0 <= worker < stage.workers:
+        raise InputValidationError(source, "-", f"there is no worker {worker}")
+    return stage
+
+
 class SourceInput:
     """Worker ``worker`` of source ``source`` of a running pipeline."""
 
     def __init__(self, runtime: Bound, source: str, worker: int) -> None:
-        stage = runtime.pipeline.stage(source)
-        if not isinstance(stage, SourceStage):
-            raise InputValidationError(source, "-", f"{source!r} is not a source of the pipeline")
-        if not 0 <= worker < stage.workers:
-            raise InputValidationError(source, "-", f"there is no worker {worker}")
         self.runtime = runtime
         self.source = source
         self.worker = worker
-        self._stage = stage
+        self._stage = source_worker(runtime.pipeline, source, worker)
 
     @property
     def epoch(self) -> Time | None:
@@ -99,8 +107,9 @@ class SourceInput:
             rows = check_file(self.source, epoch, Path(file), self._stage.schema, self._stage.key)
             if rows is not None:
                 return self._commit_copy(Path(file), epoch, rows)
+            spark = rt.spark  # started here if need be: a Spark that cannot start is no bad file
             try:
-                data = rt.spark.read.parquet(str(Path(file).resolve()))  # for a remote driver too
+                data = spark.read.parquet(str(Path(file).resolve()))  # for a remote driver too
             except Exception as err:
                 msg = f"cannot read Parquet: {first_line(err)}"
                 raise InputValidationError(self.source, epoch, msg, file=file) from err

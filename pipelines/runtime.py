@@ -1,6 +1,8 @@
 """The scheduler of a pipeline's runs: what runs next, backfills, revisions.
 
 ``Runtime`` binds a pipeline to a ledger, a Spark session, a data directory and a state store.
+Spark starts when a run first needs it: given a factory instead of a session, a Runtime that
+only sends checked files, advances workers or finds nothing to run starts no JVM.
 ``run()`` runs every ready ``(stage, epoch)`` in epoch order (upstream first), then re-runs
 stale outputs; ``backfill`` and ``revise`` recompute done epochs with the current code. Each
 single run goes through the ``Executor`` (admit, work, finish): it refuses an epoch that is not
@@ -21,6 +23,8 @@ from pipelines.errors import PipelineError
 from pipelines.executor import Admitted, Executor, RunResult, RunStatus, Worked, run_key
 from pipelines.inputs import SourceInput
 from pipelines.iteration import RoundCallback
+from pipelines.settings import STATE_FILE, state_path
+from pipelines.spark import LazySpark, SparkFactory
 from pipelines.storage import DataStore
 from progress import Target, Time, Tracker
 from progress.ledger import Ledger, StageStatus
@@ -29,20 +33,20 @@ from state_store import KeyedState
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["RunResult", "RunStatus", "Runtime", "run_key"]
-
-STATE_FILE = "state.duckdb"
-"""The state store's file name, beside the ledger unless another store is given."""
+__all__ = ["STATE_FILE", "RunResult", "RunStatus", "Runtime", "run_key"]
 
 
 class Runtime:
-    """A pipeline bound to a ledger, a Spark session and a data directory."""
+    """A pipeline bound to a ledger, a Spark session and a data directory.
+
+    ``spark`` is a session, or a function of no arguments that starts one (``spark_session``):
+    it is called the first time something needs Spark, once."""
 
     def __init__(
         self,
         pipeline: Pipeline,
         ledger: Ledger,
-        spark: SparkSession,
+        spark: SparkSession | SparkFactory,
         data_root: Path,
         *,
         from_start: bool = False,
@@ -51,12 +55,24 @@ class Runtime:
     ) -> None:
         self.pipeline = pipeline
         self.ledger = ledger
-        self.state = state or KeyedState(ledger.path.with_name(STATE_FILE))
-        self.spark = spark
+        self.state = state or KeyedState(state_path(ledger.path))
         self.store = DataStore(data_root)
         self.graph = pipeline.register(ledger, from_start=from_start)
-        self.executor = Executor(pipeline, ledger, spark, self.store, self.state, on_round=on_round)
+        self._spark = LazySpark(spark)
+        self.executor = Executor(
+            pipeline, ledger, self._spark, self.store, self.state, on_round=on_round
+        )
         self._order = self.graph.depths()
+
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session, started now if nothing has needed it yet."""
+        return self._spark.session()
+
+    @property
+    def spark_started(self) -> bool:
+        """Whether this Runtime has a Spark session (given, or started by a use)."""
+        return self._spark.started
 
     @property
     def on_round(self) -> RoundCallback | None:

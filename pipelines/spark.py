@@ -7,9 +7,11 @@ this machine). A Connect client needs the ``connect`` extra: ``pip install 'epoc
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -52,11 +54,58 @@ def is_connect(spark: SparkSession) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
+QUERY_CONTEXT_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+"""PySpark's Python loggers that print every analysis error as a JSON block (with the JVM's
+stack trace) when the error is raised, whether or not anyone catches it."""
+
+
 def quiet(spark: SparkSession, level: str = "ERROR") -> None:
-    """Show only ``level`` and worse from the driver's log. A Connect session has no driver in
-    this process (the server writes its own log), so there is nothing to change for it."""
+    """Show only ``level`` and worse from the driver's log, and nothing from PySpark's query
+    context loggers: the error they print is raised anyway, and epochgate names it in one line.
+
+    A Connect session has no driver in this process (the server writes its own log), so only
+    the query context loggers change for it."""
+    from pyspark.logger import PySparkLogger
+
+    for name in QUERY_CONTEXT_LOGGERS:
+        # Created through PySparkLogger: PySpark logs to them with its own keyword arguments.
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL + 1)
     if not is_connect(spark):
         spark.sparkContext.setLogLevel(level)
+
+
+SparkFactory = Callable[[], "SparkSession"]
+"""What starts a Spark session when first asked for one (e.g. ``spark_session``)."""
+
+
+class LazySpark:
+    """A Spark session, or what starts one the first time it is needed: a command that only
+    talks to the ledger, or sends a file that passes the pyarrow check, starts no JVM."""
+
+    def __init__(self, spark: SparkSession | SparkFactory) -> None:
+        self._session: SparkSession | None
+        self._factory: SparkFactory | None
+        if callable(spark):  # a session object is not callable; its factory is
+            self._session, self._factory = None, spark
+        else:
+            self._session, self._factory = spark, None
+
+    @classmethod
+    def of(cls, spark: SparkSession | SparkFactory | LazySpark) -> LazySpark:
+        """``spark`` itself when it is one already (shared: started once for every holder)."""
+        return spark if isinstance(spark, LazySpark) else cls(spark)
+
+    @property
+    def started(self) -> bool:
+        """Whether the session exists (was given, or was started by a use)."""
+        return self._session is not None
+
+    def session(self) -> SparkSession:
+        """The session, started now if this is its first use."""
+        if self._session is None:
+            assert self._factory is not None
+            self._session = self._factory()
+        return self._session
 
 
 def spark_session(master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
@@ -79,6 +128,13 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     for key, value in {**LOCAL_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def quiet_session(master: str | None = None) -> SparkSession:
+    """``spark_session(master)``, quieted: what a command starts when it first needs Spark."""
+    session = spark_session(master)
+    quiet(session)
+    return session
 
 
 def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:

@@ -52,13 +52,14 @@ def throwaway_runtime(
 ) -> Iterator[Runtime]:
     """A ``Runtime`` of ``pipeline`` on a fresh ledger, data directory and state store under
     ``home`` (default: a temporary directory, removed afterwards; a given ``home`` is kept)."""
-    if spark is None:
-        from pipelines.spark import spark_session
+    from pipelines.spark import spark_session
 
-        spark = spark_session()
     root = home if home is not None else Path(tempfile.mkdtemp(prefix="epochgate-test-"))
-    try:
-        yield Runtime(pipeline, Ledger(root / "ledger.duckdb"), spark, root / "data")
+    ledger = Ledger(root / "ledger.duckdb")
+    try:  # without a session, a local one starts when something first needs Spark
+        yield Runtime(
+            pipeline, ledger, spark if spark is not None else spark_session, root / "data"
+        )
     finally:
         if home is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.iteration import RoundCallback
+from pipelines.spark import LazySpark
 from pipelines.storage import DataStore
 from progress import Time
 from progress.ledger import Ledger, MessageRef
@@ -69,7 +70,8 @@ class StageWork:
     output_time: Time
     attempt: str
     revision: bool
-    spark: SparkSession
+    lazy_spark: LazySpark
+    """The run's Spark session, started by the first use (in the work, not in a ledger session)."""
     store: DataStore
     ledger: Ledger
     state: KeyedState
@@ -82,6 +84,10 @@ class StageWork:
     on_round: RoundCallback | None = None
     scratch: list[Path] = field(default_factory=list)
     """Directories to remove when the run's work is over, committed or not."""
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.lazy_spark.session()
 
     @cached_property
     def frames(self) -> list[DataFrame]:

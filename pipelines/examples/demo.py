@@ -19,6 +19,7 @@ from pipelines import reports
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, DemoData, Oracle, generate
 from pipelines.iteration import describe_round
+from pipelines.references import load
 from pipelines.runtime import RunResult, Runtime
 from pipelines.spark import quiet, spark_session
 from progress.ledger import Ledger
@@ -86,7 +87,7 @@ def run_demo(
     )
     ledger = Ledger(home / "ledger.duckdb")
     rt = Runtime(
-        bank.pipeline(),
+        load("bank"),  # registered with its reference: later commands need no -p
         ledger,
         spark,
         home / "data",

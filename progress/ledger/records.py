@@ -20,6 +20,15 @@ def scope_name(pipeline: str, stage: str) -> str:
     return f"{pipeline}.{stage}"
 
 
+@dataclass(frozen=True)
+class Registration:
+    """A registered pipeline, and where its code is: an example name or ``module:attribute``
+    (``None`` when whoever registered it did not say)."""
+
+    pipeline: str
+    definition: str | None = None
+
+
 class RunKind(StrEnum):
     """What a stage's batch for an epoch is: its one run, or a revision of a done run."""
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from progress.errors import GraphChangeError
 from progress.graph import Graph
-from progress.ledger.records import Origin
+from progress.ledger.records import Origin, Registration
 from progress.ledger.sessions import Session
 from progress.ledger.writer import write_batch
 from progress.location import Target
@@ -16,17 +16,23 @@ from progress.timestamp import time_from_columns, time_to_columns
 from progress.tracker import Update
 
 
-def register(s: Session, pipeline: str, graph: Graph, *, from_start: bool) -> str:
+def register(
+    s: Session, pipeline: str, graph: Graph, *, from_start: bool, definition: str | None = None
+) -> str:
     """Register ``graph`` as ``pipeline``'s, in the caller's transaction; see
     ``Ledger.register``."""
     spec = to_spec(graph)
     digest = spec_hash(spec)
-    row = s.row("SELECT hash, spec FROM graphs WHERE pipeline = ?", [pipeline])
+    row = s.row("SELECT hash, spec, definition FROM graphs WHERE pipeline = ?", [pipeline])
+    if row is not None and definition is not None and row[2] != definition:
+        s.con.execute("UPDATE graphs SET definition = ? WHERE pipeline = ?", [definition, pipeline])
     if row is not None and row[0] == digest:
         return "unchanged"
     if row is None:
         s.con.execute(
-            "INSERT INTO graphs VALUES (?, ?, ?, now())", [pipeline, digest, json.dumps(spec)]
+            "INSERT INTO graphs (pipeline, hash, spec, registered_at, definition) "
+            "VALUES (?, ?, ?, now(), ?)",
+            [pipeline, digest, json.dumps(spec), definition],
         )
         added = list(graph.nodes)
         announce: list[Update] = []
@@ -84,7 +90,22 @@ def reannounce(
     return out
 
 
+def unchanged(s: Session, pipeline: str, graph: Graph, definition: str | None) -> bool:
+    """Whether registering ``graph`` (and ``definition``, when given) as ``pipeline``'s would
+    change nothing."""
+    row = s.row("SELECT hash, definition FROM graphs WHERE pipeline = ?", [pipeline])
+    if row is None or row[0] != spec_hash(to_spec(graph)):
+        return False
+    return definition is None or row[1] == definition
+
+
 def pipelines(s: Session) -> list[str]:
     """The registered pipelines (not the scopes of their iterative stages)."""
-    rows = s.rows("SELECT pipeline FROM graphs ORDER BY pipeline")
-    return [r[0] for r in rows if "." not in r[0]]
+    return [r.pipeline for r in registrations(s)]
+
+
+def registrations(s: Session) -> list[Registration]:
+    """The registered pipelines (not the scopes of their iterative stages) with where their
+    code is, by name."""
+    rows = s.rows("SELECT pipeline, definition FROM graphs ORDER BY pipeline")
+    return [Registration(name, definition) for name, definition in rows if "." not in name]

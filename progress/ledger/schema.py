@@ -137,6 +137,12 @@ MIGRATIONS: tuple[str, ...] = (
     WHERE origin = 'stage';
     CREATE INDEX batches_by_origin ON batches (pipeline, node, t0);
     """,
+    # 6: where each registered pipeline's code is (an example name or module:attribute), so a
+    # command can load a pipeline named by its registered name; NULL when it was registered
+    # from code that did not say (older ledgers, Python callers).
+    """
+    ALTER TABLE graphs ADD COLUMN definition VARCHAR;
+    """,
 )
 
 VERSION = len(MIGRATIONS)

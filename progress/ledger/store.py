@@ -25,6 +25,7 @@ from progress.ledger.records import (
     MessageRecord,
     MessageRef,
     Origin,
+    Registration,
     StageStatus,
     VerifyReport,
 )
@@ -66,22 +67,44 @@ class Ledger:
 
     # -- graphs ------------------------------------------------------------------------------
 
-    def register(self, pipeline: str, graph: Graph, *, from_start: bool = False) -> str:
+    def register(
+        self,
+        pipeline: str,
+        graph: Graph,
+        *,
+        from_start: bool = False,
+        definition: str | None = None,
+    ) -> str:
         """Register ``graph`` as ``pipeline``'s. Returns ``registered``, ``unchanged`` or
         ``extended``.
 
         Re-registering the same graph does nothing. A graph that only adds stages is accepted:
         its new stages see messages announced from now on, and with ``from_start`` also every
         current message their upstream stages have already produced. Any other change raises
-        ``GraphChangeError`` naming each difference.
+        ``GraphChangeError`` naming each difference. ``definition`` says where the pipeline's
+        code is (an example name or ``module:attribute``); when given, it replaces the one
+        recorded.
         """
         with self._sessions.transaction() as s:
-            return registry.register(s, pipeline, graph, from_start=from_start)
+            return registry.register(
+                s, pipeline, graph, from_start=from_start, definition=definition
+            )
+
+    def registered(self, pipeline: str, graph: Graph, *, definition: str | None = None) -> bool:
+        """Whether registering ``graph`` (and ``definition``, when given) as ``pipeline``'s
+        would change nothing."""
+        with self._sessions.session() as s:
+            return registry.unchanged(s, pipeline, graph, definition)
 
     def pipelines(self) -> list[str]:
         """The registered pipelines (not the scopes of their iterative stages)."""
         with self._sessions.session() as s:
             return registry.pipelines(s)
+
+    def registrations(self) -> list[Registration]:
+        """The registered pipelines, by name, with where their code is when known."""
+        with self._sessions.session() as s:
+            return registry.registrations(s)
 
     def graph(self, pipeline: str) -> Graph:
         """The registered graph of ``pipeline``."""
@@ -260,8 +283,9 @@ class Ledger:
 
     # -- integrity ---------------------------------------------------------------------------
 
-    def verify(self) -> VerifyReport:
+    def verify(self, pipeline: str | None = None) -> VerifyReport:
         """Recompute the counts table from the log of batches it has folded in, and check that
-        every batch holds all of its updates (and no update lacks its batch)."""
+        every batch holds all of its updates (and no update lacks its batch). With
+        ``pipeline``, only that pipeline's (and its iterative stages' scopes')."""
         with self._sessions.session() as s:
-            return verify.verify(s)
+            return verify.verify(s, pipeline)

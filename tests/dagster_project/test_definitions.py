@@ -13,7 +13,7 @@ from dagster_project.names import LEDGER_CHECK, check_key, stage_key
 from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
 from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
-from pipelines.settings import DATA_ENV, HOME_ENV, LEDGER_ENV
+from pipelines.settings import DATA_ENV, HOME_ENV, LEDGER_ENV, Settings
 from pipelines.spark import SPARK_ENV
 from tests.pipelines.shop import shop
 
@@ -117,6 +117,21 @@ def test_resources_come_from_the_environment_by_default(
     assert spark.master == "sc://127.0.0.1:15002"
     assert isinstance(state, StateStoreResource)
     assert state.state_path(ledger) == (tmp_path / "home" / "state.duckdb").resolve()
+
+
+def test_resources_resolve_a_relative_home_as_the_command_line_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(HOME_ENV, "state")
+    monkeypatch.delenv(LEDGER_ENV, raising=False)
+    monkeypatch.delenv(DATA_ENV, raising=False)
+    where = Settings.resolve()
+    ledger = LedgerResource.from_settings()
+    assert (ledger.ledger_path, ledger.data_root) == (where.ledger, where.data)
+    assert StateStoreResource().state_path(ledger) == where.state == tmp_path / "state/state.duckdb"
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert LedgerResource(path="~/l.duckdb").ledger_path == tmp_path / "user/l.duckdb"
 
 
 def test_workspace_loads_the_bank_example() -> None:

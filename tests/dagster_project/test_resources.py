@@ -62,9 +62,12 @@ def test_the_runtime_gets_the_ledger_data_and_state_it_is_given(
 
     apart = LedgerResource(path=str(tmp_path / "l.duckdb"), data_dir=str(tmp_path / "d"))
     elsewhere = StateStoreResource(path=str(tmp_path / "s.duckdb"))
-    rt = build_runtime(bank.pipeline(), spark=SparkResource(), ledger=apart, state=elsewhere)
+    nowhere = SparkResource(master="sc://127.0.0.1:1")  # nothing listens there
+    rt = build_runtime(bank.pipeline(), spark=nowhere, ledger=apart, state=elsewhere)
     assert rt.store.root == tmp_path.resolve() / "d"
     assert rt.state.path == tmp_path.resolve() / "s.duckdb"
+    assert rt.run() == []  # nothing to run: no Spark asked for
+    assert not rt.spark_started
 
 
 STOPS_ITS_SESSION = """

@@ -83,7 +83,8 @@ def test_errors_are_one_line(
     assert main(["ledger", "history", "nope", "1", "--ledger", str(held_ledger)]) == 1
     assert "no registered pipeline has a stage 'nope'" in capsys.readouterr().err
     assert main(["status", "--pipeline", "payroll", "--ledger", str(held_ledger)]) == 1
-    assert "pipeline 'payroll' is not registered; registered: bank" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"pipeline 'payroll' is not registered in {held_ledger}; registered: bank" in err
     with pytest.raises(SystemExit):
         main(["ledger", "history", "validate", "x", "--ledger", str(held_ledger)])
 
@@ -100,6 +101,8 @@ def test_send_advance_close_and_run_from_the_shell(
         )
         == 0
     )
+    # The first command names the pipeline; the others use the ledger's only one.
+    assert main(["advance", "-p", "bank", "accounts", "0", *where]) == 0
     for source, workers in WORKERS.items():
         for w in range(workers):
             folder = inputs / source / "epoch=0" / f"worker={w}"
@@ -108,7 +111,7 @@ def test_send_advance_close_and_run_from_the_shell(
                 assert main(["send", source, str(f), "--worker", str(w), *where]) == 0
             assert main(["advance", source, "1", "--worker", str(w), *where]) == 0
             assert main(["close", source, "--worker", str(w), *where]) == 0
-    assert main(["run", "-p", "bank", *where]) == 0
+    assert main(["run", *where]) == 0
     out = capsys.readouterr().out
     assert "sent " in out
     assert "card_payments worker 2 is closed" in out
@@ -125,4 +128,4 @@ def test_send_advance_close_and_run_from_the_shell(
     assert main(["backfill", "valid_wires", "--from", "0", "--to", "1", *where]) == 1
     assert "stage 'valid_wires' is not ready for epoch 1" in capsys.readouterr().err
     assert main(["run", "-p", "nope", *where]) == 1
-    assert "unknown pipeline 'nope'" in capsys.readouterr().err
+    assert "unknown pipeline 'nope': not registered in" in capsys.readouterr().err

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.sockets import accepts, free_port
@@ -174,9 +176,13 @@ def test_a_server_that_cannot_start_names_why_and_its_log(tmp_path: Path) -> Non
 def test_a_client_without_a_server_fails_at_once(tmp_path: Path) -> None:
     port, home = free_port(), tmp_path / "home"
     url = f"sc://127.0.0.1:{port}"
-    run = epochgate("run", "--spark", url, home=home, timeout=60)
-    assert run.returncode == 1
-    assert run.stderr.strip() == (
+    # Columns in another order than the schema's: the file needs Spark to be sent.
+    accounts = tmp_path / "accounts.parquet"
+    pq.write_table(pa.table({"region": ["north"], "holder": ["Ann"], "account_id": [1]}), accounts)
+    sent = epochgate("send", "-p", "bank", "accounts", str(accounts), "--spark", url, home=home)
+    assert sent.returncode == 1
+    assert sent.stderr.strip() == (
         f"epochgate: cannot use Spark at {url}: no Spark Connect server answers "
         f"(Connection refused); start one with: epochgate spark start --port {port}"
     )
+    assert epochgate("status", home=home).stdout.strip() == "no pipelines registered"
