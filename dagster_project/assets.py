@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -41,7 +41,7 @@ from dagster_project.resources import (
     build_runtime,
 )
 from pipelines.dataflow import Pipeline, Stage
-from pipelines.errors import PipelineError, StageNotReadyError
+from pipelines.errors import BackfillIncompleteError, PipelineError, StageNotReadyError
 from pipelines.runtime import RunResult, RunStatus, Runtime
 from progress.ledger import Ledger
 
@@ -260,18 +260,23 @@ class StageRun:
             if result.status is RunStatus.DONE_ALREADY and (stage, self.epoch) in runtime.stale():
                 return runtime.revise(stage, [self.epoch])
         except StageNotReadyError as err:
-            holds = list(dict.fromkeys(err.holds))  # one line per holder, not per input port
-            raise dg.Failure(
-                description=f"stage {stage!r} is not ready for epoch {self.epoch}: "
-                + "; ".join(holds or ["its input is not complete"]),
-                metadata={"stage": stage, "epoch": self.epoch, "holds": holds},
-                allow_retries=False,
-            ) from err
+            raise self._not_ready(stage, err.holds) from err
+        except BackfillIncompleteError as err:  # the backfill of this one epoch left it
+            raise self._not_ready(stage, err.left.get(self.epoch, ())) from err
         except PipelineError as err:
             raise dg.Failure(
                 description=str(err), metadata={"stage": stage, "epoch": self.epoch}
             ) from err
         return [result]
+
+    def _not_ready(self, stage: str, holds: Sequence[str]) -> dg.Failure:
+        """The failure of a stage whose epoch is not ready, naming who holds it."""
+        return dg.Failure(
+            description=f"stage {stage!r} is not ready for epoch {self.epoch}: "
+            + "; ".join(holds or ["its input is not complete"]),
+            metadata={"stage": stage, "epoch": self.epoch, "holds": list(holds)},
+            allow_retries=False,
+        )
 
     def _recomputed_by(self, runtime: Runtime, stage: str) -> str | None:
         """The run of this backfill that already recomputed this epoch of a stateful stage

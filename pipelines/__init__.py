@@ -12,9 +12,11 @@ from __future__ import annotations
 from pipelines.clock import AfterEpochEnd, ClockError, CloseRule, DoneMarkers, EpochClock, Explicit
 from pipelines.dataflow import Pipeline, Stream
 from pipelines.errors import (
+    BackfillIncompleteError,
     InputValidationError,
     PipelineDefinitionError,
     PipelineError,
+    RunFailedError,
     StageFailedError,
     StageNotReadyError,
 )
@@ -68,6 +70,8 @@ __all__ = [
     "InputValidationError",
     "StageNotReadyError",
     "StageFailedError",
+    "RunFailedError",
+    "BackfillIncompleteError",
     "ClockError",
     "SparkUnavailableError",
 ]

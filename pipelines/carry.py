@@ -48,7 +48,10 @@ def carry(
     missing = [k for k in key if k not in batch.columns]
     if missing:
         raise StageFailedError(
-            stage, "-", f"its input has no key column(s) {missing} to look state up by"
+            stage,
+            epoch,
+            f"its input has no key column(s) {missing} to look state up by",
+            column=missing[0],
         )
     state_file = work.scratch_dir() / "state.parquet"
     keys = [f"{path}/*.parquet" for path in work.inputs[0][1]]
@@ -57,7 +60,7 @@ def carry(
     else:
         state = work.spark.createDataFrame([], schema)
     out = update(batch, state)
-    check_state_columns(stage, out, schema)
+    check_state_columns(stage, epoch, out, schema)
     produced = work.write(out.select(*schema.fieldNames()))
     (written,) = produced.files
     work.state.stage(p, stage, epoch, work.attempt, f"{written.path}/*.parquet")
@@ -68,7 +71,7 @@ def carry(
     )
 
 
-def check_state_columns(stage: str, out: DataFrame, schema: StructType) -> None:
+def check_state_columns(stage: str, epoch: int, out: DataFrame, schema: StructType) -> None:
     """Refuse new state rows whose columns differ from the declared state schema."""
     have = {f.name: f.dataType for f in out.schema.fields}
     for field in schema.fields:
@@ -76,7 +79,8 @@ def check_state_columns(stage: str, out: DataFrame, schema: StructType) -> None:
             found = have[field.name].simpleString() if field.name in have else "missing"
             raise StageFailedError(
                 stage,
-                "-",
+                epoch,
                 f"state column {field.name!r} is {found}, the schema says "
                 f"{field.dataType.simpleString()}",
+                column=field.name,
             )

@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from pipelines import reports
 from pipelines.dataflow import Pipeline
+from pipelines.errors import BackfillIncompleteError, RunFailedError, StageFailedError
 from pipelines.examples.sizes import add_size_options
 from pipelines.inputs import source_worker
 from pipelines.iteration import describe_round
@@ -152,7 +153,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipeline, ledger = chosen(args)
     rt = runtime(args, pipeline, ledger)
     started = time.perf_counter()
-    results = rt.run(lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True))
+    failures: tuple[StageFailedError, ...] = ()
+    try:
+        results = rt.run(lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True))
+    except RunFailedError as err:
+        results, failures = list(err.results), err.failures
     print(f"{len(results)} stage run(s) in {time.perf_counter() - started:.1f}s")
     waiting = [f"{s} epoch {t}" for s, t in rt.pending()]
     if waiting:
@@ -160,7 +165,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"waiting: {', '.join(waiting[:8])}{' ...' if len(waiting) > 8 else ''} "
             "(epochgate status says who holds them)"
         )
-    return 0
+    for failure in failures:
+        print(f"epochgate: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
@@ -176,14 +183,21 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     rt = runtime(args, pipeline, ledger)
     started = time.perf_counter()
     epochs = list(range(args.first, args.last + 1))
-    results = rt.backfill(
-        args.stage, epochs, lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True)
-    )
+    left: dict[Time, tuple[str, ...]] = {}
+    try:
+        results = rt.backfill(
+            args.stage, epochs, lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True)
+        )
+    except BackfillIncompleteError as err:
+        results, left = list(err.results), err.left
     print(
         f"backfilled {args.stage} epochs {args.first}-{args.last}: {len(results)} stage run(s) "
         f"in {time.perf_counter() - started:.1f}s"
     )
-    return 0
+    for epoch, holds in left.items():
+        why = "; ".join(holds) or "its input is not complete"
+        print(f"epochgate: {args.stage} epoch {epoch} was not run: {why}", file=sys.stderr)
+    return 1 if left else 0
 
 
 def cmd_send(args: argparse.Namespace) -> int:

@@ -6,17 +6,29 @@
     totals = bank.transform("category_totals", valid, fn=per_category)
 
 A stage's logic is an ordinary function over Spark DataFrames for one epoch. Every definition
-error (an unknown input, a duplicate name, a name that is not an identifier, a cycle that does
-not advance time) is raised when the pipeline is defined or compiled, never at run time.
+error (an unknown input, a duplicate name, a name that is not an identifier, a function that is
+not callable, a schema that is not a Spark ``StructType``, a key or join column that is not
+there, a join type Spark does not know, a cycle that does not advance time) is raised when the
+pipeline is defined or compiled, never at run time. Columns are checked wherever the definition
+fixes them (see ``Pipeline.columns``); a join on the output of a function is checked by its run,
+before Spark.
 """
 
 from __future__ import annotations
 
-import keyword
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipelines.arguments import (
+    check_columns,
+    check_function,
+    check_join_type,
+    check_key,
+    check_name,
+    check_schema,
+    missing_columns,
+)
 from pipelines.carry import StateUpdate
 from pipelines.clock import EXPLICIT, AfterEpochEnd, CloseRule, DoneMarkers, EpochClock, Explicit
 from pipelines.errors import PipelineDefinitionError
@@ -53,18 +65,6 @@ class Stream:
     stage: str
 
 
-def check_name(pipeline: str, name: object, what: str = "stage") -> str:
-    """Names become paths, table names and Dagster asset keys: identifiers only."""
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-        raise PipelineDefinitionError(
-            pipeline,
-            None,
-            f"{what} name {name!r} is not a valid identifier (letters, digits and _, "
-            "not starting with a digit)",
-        )
-    return name
-
-
 class Pipeline:
     """A pipeline under definition. ``compile()`` gives its progress graph."""
 
@@ -83,28 +83,41 @@ class Pipeline:
     # -- definition ----------------------------------------------------------------------------
 
     def _add(self, stage: Stage) -> Stream:
-        check_name(self.name, stage.name)
+        check_name(self.name, stage.name, "source" if stage.is_source else "stage")
         if stage.name in self._stages:
-            raise PipelineDefinitionError(self.name, stage.name, "a stage of that name exists")
+            raise PipelineDefinitionError(
+                self.name, stage.name, "a stage of that name exists", argument="name"
+            )
         if type(stage.delay) is not int or stage.delay < 0:
-            raise PipelineDefinitionError(self.name, stage.name, "delay must be an int >= 0")
+            raise PipelineDefinitionError(
+                self.name, stage.name, "delay must be an int >= 0", argument="delay"
+            )
         self._stages[stage.name] = stage
         self._compiled = None
         return Stream(self.name, stage.name)
 
-    def _input(self, stage: str, stream: Stream | str) -> str:
+    def _input(self, stage: str, stream: Stream | str, argument: str = "input") -> str:
+        """The stage ``stream`` names, which ``stage`` reads (given as ``argument``)."""
         name = stream.stage if isinstance(stream, Stream) else stream
         if isinstance(stream, Stream) and stream.pipeline != self.name:
             raise PipelineDefinitionError(
-                self.name, stage, f"input {name!r} belongs to pipeline {stream.pipeline!r}"
+                self.name,
+                stage,
+                f"input {name!r} belongs to pipeline {stream.pipeline!r}",
+                argument=argument,
             )
         if name not in self._stages:
             known = ", ".join(self._stages) or "(none)"
             raise PipelineDefinitionError(
-                self.name, stage, f"unknown input {name!r}; defined so far: {known}"
+                self.name,
+                stage,
+                f"unknown input {name!r}; defined so far: {known}",
+                argument=argument,
             )
         if not self._stages[name].outputs:
-            raise PipelineDefinitionError(self.name, stage, f"{name!r} is a sink: nothing reads it")
+            raise PipelineDefinitionError(
+                self.name, stage, f"{name!r} is a sink: nothing reads it", argument=argument
+            )
         return name
 
     def source(
@@ -157,23 +170,29 @@ class Pipeline:
         close: CloseRule,
     ) -> SourceStage:
         """A source spec of ``kind``, or an error naming what does not fit."""
+        check_name(self.name, name, "source")
         if type(workers) is not int or workers < 1:
             what = "source" if kind is SourceStage else f"{kind.kind} source"
-            raise PipelineDefinitionError(self.name, name, f"a {what} needs at least one worker")
-        missing = [k for k in key if k not in schema.fieldNames()]
-        if missing:
-            raise PipelineDefinitionError(self.name, name, f"key columns {missing} not in schema")
+            raise PipelineDefinitionError(
+                self.name, name, f"a {what} needs at least one worker", argument="workers"
+            )
+        schema = check_schema(self.name, name, schema)
+        keys = check_key(self.name, name, key, schema, required=False)
         if not isinstance(close, Explicit | AfterEpochEnd | DoneMarkers):
             raise PipelineDefinitionError(
-                self.name, name, f"close must be Explicit, AfterEpochEnd or DoneMarkers: {close!r}"
+                self.name,
+                name,
+                f"close must be Explicit, AfterEpochEnd or DoneMarkers: {close!r}",
+                argument="close",
             )
         if isinstance(close, AfterEpochEnd) and self.clock is None:
             raise PipelineDefinitionError(
                 self.name,
                 name,
                 "closing after each epoch ends needs an epoch clock: Pipeline(..., clock=...)",
+                argument="close",
             )
-        return kind(name=name, schema=schema, workers=workers, key=tuple(key), close=close)
+        return kind(name=name, schema=schema, workers=workers, key=keys, close=close)
 
     def close_rule(self, source: str) -> CloseRule:
         """How ``source``'s epochs close."""
@@ -183,14 +202,31 @@ class Pipeline:
     def transform(self, name: str, input: Stream | str, fn: Transform, *, delay: int = 0) -> Stream:
         """Any DataFrame-to-DataFrame function of one epoch's input. With ``delay=k`` the output
         of epoch ``t`` belongs to epoch ``t + k``."""
+        check_name(self.name, name)
+        check_function(self.name, name, "fn", fn)
         inputs = (self._input(name, input),)
         return self._add(TransformStage(name=name, inputs=inputs, fn=fn, delay=delay))
 
     def union(self, name: str, *inputs: Stream | str) -> Stream:
         """All rows of several inputs with the same columns (matched by name)."""
+        check_name(self.name, name)
         if len(inputs) < 2:
-            raise PipelineDefinitionError(self.name, name, "a union needs at least two inputs")
-        return self._add(UnionStage(name=name, inputs=tuple(self._input(name, i) for i in inputs)))
+            raise PipelineDefinitionError(
+                self.name, name, "a union needs at least two inputs", argument="inputs"
+            )
+        names = tuple(self._input(name, i, "inputs") for i in inputs)
+        known = [(i, c) for i in names if (c := self.columns(i)) is not None]
+        for other, columns in known[1:]:
+            first, have = known[0]
+            if missing_columns(have, columns) or missing_columns(columns, have):
+                raise PipelineDefinitionError(
+                    self.name,
+                    name,
+                    f"a union's inputs need the same columns: {first!r} has "
+                    f"{', '.join(have)}; {other!r} has {', '.join(columns)}",
+                    argument="inputs",
+                )
+        return self._add(UnionStage(name=name, inputs=names))
 
     def join(
         self,
@@ -202,11 +238,28 @@ class Pipeline:
         how: str = "inner",
     ) -> Stream:
         """The rows of one epoch of ``left`` joined with the same epoch of ``right`` (of a
-        dimension source: its table as of that epoch)."""
-        if not on:
-            raise PipelineDefinitionError(self.name, name, "a join needs columns to join on")
-        inputs = (self._input(name, left), self._input(name, right))
-        return self._add(JoinStage(name=name, inputs=inputs, on=tuple(on), how=how))
+        dimension source: its table as of that epoch) on the columns ``on`` (which both sides
+        need); ``how`` is one of Spark's join types."""
+        check_name(self.name, name)
+        columns = check_columns(self.name, name, "on", on)
+        if not columns:
+            raise PipelineDefinitionError(
+                self.name, name, "a join needs columns to join on", argument="on"
+            )
+        check_join_type(self.name, name, how)
+        inputs = (self._input(name, left, "left"), self._input(name, right, "right"))
+        for side, upstream in zip(("left", "right"), inputs, strict=True):
+            have = self.columns(upstream)
+            missing = missing_columns(columns, have) if have is not None else []
+            if missing:
+                raise PipelineDefinitionError(
+                    self.name,
+                    name,
+                    f"join column(s) {missing} not in the {side} input {upstream!r}, whose "
+                    f"columns are {', '.join(have or ())}",
+                    argument="on",
+                )
+        return self._add(JoinStage(name=name, inputs=inputs, on=columns, how=how))
 
     def stateful(
         self,
@@ -223,14 +276,23 @@ class Pipeline:
         one epoch's input and the state rows of the keys in it (absent for new keys) and
         returns the new state rows of those keys: they replace the old ones and are the
         stage's output for the epoch."""
-        if not key:
-            raise PipelineDefinitionError(self.name, name, "a stateful stage needs key columns")
-        missing = [k for k in key if k not in schema.fieldNames()]
-        if missing:
-            raise PipelineDefinitionError(self.name, name, f"key columns {missing} not in schema")
+        check_name(self.name, name)
+        schema = check_schema(self.name, name, schema)
+        keys = check_key(self.name, name, key, schema, required=True)
+        check_function(self.name, name, "update", update)
         inputs = (self._input(name, input),)
+        have = self.columns(inputs[0])
+        missing = [k for k in keys if k not in have] if have is not None else []
+        if missing:  # matched exactly, as its run looks state up by them
+            raise PipelineDefinitionError(
+                self.name,
+                name,
+                f"key columns {missing} not in its input {inputs[0]!r}, whose columns are "
+                f"{', '.join(have or ())}",
+                argument="key",
+            )
         return self._add(
-            StatefulStage(name=name, inputs=inputs, key=tuple(key), schema=schema, update=update)
+            StatefulStage(name=name, inputs=inputs, key=keys, schema=schema, update=update)
         )
 
     def iterate(
@@ -249,11 +311,13 @@ class Pipeline:
         unchanged (the same rows), the state is the stage's output for the epoch. Each round
         is committed to the ledger at ``Product(epoch, round)``, so status shows the round and
         a killed run resumes from its last committed round. ``step`` must be deterministic."""
+        check_name(self.name, name)
         if type(max_rounds) is not int or max_rounds < 1:
-            raise PipelineDefinitionError(self.name, name, "max_rounds must be at least 1")
-        for what, fn in (("init", init), ("step", step)):
-            if not callable(fn):
-                raise PipelineDefinitionError(self.name, name, f"{what} must be a function")
+            raise PipelineDefinitionError(
+                self.name, name, "max_rounds must be at least 1", argument="max_rounds"
+            )
+        check_function(self.name, name, "init", init)
+        check_function(self.name, name, "step", step)
         inputs = (self._input(name, input),)
         return self._add(
             IterateStage(name=name, inputs=inputs, init=init, step=step, max_rounds=max_rounds)
@@ -272,7 +336,7 @@ class Pipeline:
             raise PipelineDefinitionError(self.name, name, "only feedback streams are connected")
         if self._feedback[name] is not None:
             raise PipelineDefinitionError(self.name, name, "this feedback is already connected")
-        source = self._input(name, stream)
+        source = self._input(name, stream, "stream")
         self._feedback[name] = source
         self._stages[name] = with_inputs(self._stages[name], (source,))
         self._compiled = None
@@ -286,6 +350,12 @@ class Pipeline:
     @property
     def stages(self) -> Mapping[str, Stage]:
         return dict(self._stages)
+
+    def columns(self, name: str) -> tuple[str, ...] | None:
+        """The output columns of stage ``name`` when the definition fixes them: a source's or
+        stateful stage's schema, a union or join of inputs whose columns are known; None where
+        a function's output decides them."""
+        return self.stage(name).columns(self.columns)
 
     def stage(self, name: str) -> Stage:
         if name not in self._stages:

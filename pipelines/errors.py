@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from pipelines.results import RunResult
+from progress import Time
 from progress.errors import EpochgateError
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
@@ -28,13 +30,19 @@ class PipelineError(EpochgateError):
 
 
 class PipelineDefinitionError(PipelineError, ValueError):
-    """A pipeline that cannot be built: unknown input, duplicate or bad name, stalling cycle."""
+    """A pipeline that cannot be built: unknown input, duplicate or bad name, stalling cycle,
+    a bad argument of a stage (``argument`` names it)."""
 
-    def __init__(self, pipeline: str, stage: str | None, reason: str) -> None:
+    def __init__(
+        self, pipeline: str, stage: str | None, reason: str, *, argument: str | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.stage = stage
+        self.argument = argument
         self.reason = reason
         where = f"pipeline {pipeline!r}" + (f", stage {stage!r}" if stage else "")
+        if argument:
+            where += f", argument {argument!r}"
         super().__init__(f"{where}: {reason}")
 
 
@@ -69,16 +77,64 @@ class StageNotReadyError(PipelineError):
     def __init__(self, stage: str, epoch: object, holds: Sequence[str]) -> None:
         self.stage = stage
         self.epoch = epoch
-        self.holds = tuple(holds)
+        self.holds = tuple(dict.fromkeys(holds))  # one per holder, not per input port
         why = "; ".join(self.holds) or "its input is not complete"
         super().__init__(f"stage {stage!r} is not ready for epoch {epoch}: {why}")
 
 
 class StageFailedError(PipelineError):
-    """A stage's function or write failed; nothing of the run was committed."""
+    """A stage's function or write failed; nothing of the run was committed. ``column`` names
+    the column involved, when one is."""
 
-    def __init__(self, stage: str, epoch: object, cause: str) -> None:
+    def __init__(self, stage: str, epoch: Time, cause: str, *, column: str | None = None) -> None:
         self.stage = stage
         self.epoch = epoch
         self.cause = cause
+        self.column = column
         super().__init__(f"stage {stage!r}, epoch {epoch} failed: {cause}; nothing was committed")
+
+
+class BackfillIncompleteError(PipelineError):
+    """A backfill ran every epoch it could and left some that are not ready.
+
+    ``results`` are the runs it made (revisions, runs, stale outputs re-run); ``left`` maps
+    each epoch left to the sentences that say who holds it."""
+
+    def __init__(
+        self,
+        pipeline: str,
+        stage: str,
+        results: Sequence[RunResult],
+        left: Mapping[Time, Sequence[str]],
+    ) -> None:
+        self.pipeline = pipeline
+        self.stage = stage
+        self.results = tuple(results)
+        self.left = {epoch: tuple(holds) for epoch, holds in left.items()}
+        lines = [
+            f"pipeline {pipeline!r}: the backfill of stage {stage!r} made {len(self.results)} "
+            f"stage run(s) and left {len(self.left)} epoch(s) not ready; they were not run:"
+        ]
+        for epoch, holds in self.left.items():
+            lines.append(f"  epoch {epoch}: {'; '.join(holds) or 'its input is not complete'}")
+        super().__init__("\n".join(lines))
+
+
+class RunFailedError(PipelineError):
+    """Stage runs of a ``Runtime.run()`` failed; every run that did not depend on them went on.
+
+    ``failures`` holds one ``StageFailedError`` per failed stage; ``results`` the runs that
+    succeeded."""
+
+    def __init__(
+        self, pipeline: str, results: Sequence[RunResult], failures: Sequence[StageFailedError]
+    ) -> None:
+        self.pipeline = pipeline
+        self.results = tuple(results)
+        self.failures = tuple(failures)
+        lines = [
+            f"pipeline {pipeline!r}: {len(self.failures)} stage(s) failed and were not tried "
+            f"again; {len(self.results)} other stage run(s) were made:"
+        ]
+        lines += [f"  {failure}" for failure in self.failures]
+        super().__init__("\n".join(lines))

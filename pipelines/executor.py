@@ -14,11 +14,11 @@ from __future__ import annotations
 import shutil
 import time
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError, first_line
 from pipelines.iteration import RoundCallback
+from pipelines.results import RunResult, RunStatus
 from pipelines.spark import LazySpark, SparkFactory
 from pipelines.stages import Stage
 from pipelines.storage import DataStore, new_attempt
@@ -32,38 +32,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from pipelines.dataflow import Pipeline
-
-
-class RunStatus(StrEnum):
-    """How a ``run_stage`` ended."""
-
-    SUCCEEDED = "succeeded"
-    REVISED = "revised"
-    DONE_ALREADY = "done-already"
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """What one stage run did."""
-
-    stage: str
-    epoch: Time
-    status: RunStatus
-    attempt: str | None = None
-    rows: int = 0
-    seconds: float = 0.0
-    rounds: int = 0
-    """For an iterative stage: the rounds this run computed."""
-
-    def describe(self) -> str:
-        if self.status is RunStatus.DONE_ALREADY:
-            return f"{self.stage} epoch {self.epoch}: {self.status}"
-        what = "revised, " if self.status is RunStatus.REVISED else ""
-        rounds = f" ({self.rounds} rounds)" if self.rounds else ""
-        return (
-            f"{self.stage} epoch {self.epoch}: {what}{self.rows} rows in {self.seconds:.2f}s"
-            f"{rounds}"
-        )
 
 
 def run_key(stage: str, epoch: Time) -> str:
@@ -156,12 +124,23 @@ class Executor:
     def prepare(
         self, stage: Stage, epoch: Time, *, batch: list[Update], revision: bool
     ) -> Admitted:
-        """In a session: record the run's start and resolve its input messages."""
+        """In a session: resolve the run's input messages and record its start."""
         p = self.pipeline.name
         started = time.perf_counter()
+        inputs = [self.resolve(upstream, epoch) for upstream in stage.inputs]
+        empty = []  # the columns of each input without data, known before the run is recorded
+        for upstream, (_, paths) in zip(stage.inputs, inputs, strict=True):
+            schema = None if paths else self.schema_of(upstream)
+            if not paths and schema is None:
+                raise StageFailedError(
+                    stage.name,
+                    epoch,
+                    f"input {upstream!r} has no data at this epoch and no message with data "
+                    "yet to take its columns from",
+                )
+            empty.append(schema)
         attempt = new_attempt()
         run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
-        inputs = [self.resolve(upstream, epoch) for upstream in stage.inputs]
         work = StageWork(
             pipeline=p,
             stage=stage.name,
@@ -175,10 +154,7 @@ class Executor:
             state=self.state,
             inputs=inputs,
             read_schemas=[self.pipeline.stage(u).schema for u in stage.inputs],
-            empty=[
-                None if paths else self.schema_of(u)
-                for u, (_, paths) in zip(stage.inputs, inputs, strict=True)
-            ],
+            empty=empty,
             on_round=self.on_round,
         )
         return Admitted(stage, epoch, batch, revision, run_id, work, started)
@@ -191,14 +167,15 @@ class Executor:
         refs = [MessageRef(upstream, m.port, m.time, m.attempt) for m in messages]
         return refs, [m.path for m in messages if m.path]
 
-    def schema_of(self, stage: str) -> StructType:
-        """A stage's output columns: declared, else those of its latest message with data."""
+    def schema_of(self, stage: str) -> StructType | None:
+        """A stage's output columns: declared, else those of its latest message with data, else
+        None (it has none yet)."""
         declared = self.pipeline.stage(stage).schema
         if declared is not None:
             return declared
         latest = self.ledger.latest_message(self.pipeline.name, stage, 0)
         if latest is None or latest.path is None:
-            raise StageFailedError(stage, "-", "its output has no data yet to take a schema from")
+            return None
         return self.spark.read.parquet(latest.path).schema
 
     # -- work ----------------------------------------------------------------------------------
@@ -209,7 +186,7 @@ class Executor:
             produced = run.stage.compute(run.work)
         except Exception as err:
             self.ledger.finish_run(run.run_id, "failed", error=first_line(err))
-            if isinstance(err, PipelineError):
+            if isinstance(err, StageFailedError):
                 raise
             raise StageFailedError(run.stage.name, run.epoch, first_line(err)) from err
         finally:

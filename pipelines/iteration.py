@@ -261,6 +261,7 @@ def _same_columns(stage: str, epoch: int, state: DataFrame, following: DataFrame
                 epoch,
                 f"step returned column {field.name!r} as {found}; the state from init has "
                 f"{field.dataType.simpleString()}",
+                column=field.name,
             )
 
 

@@ -4,11 +4,13 @@
 Spark starts when a run first needs it: given a factory instead of a session, a Runtime that
 only sends checked files, advances workers or finds nothing to run starts no JVM.
 ``run()`` runs every ready ``(stage, epoch)`` in epoch order (upstream first), then re-runs
-stale outputs; ``backfill`` and ``revise`` recompute done epochs with the current code. Each
-single run goes through the ``Executor`` (admit, work, finish): it refuses an epoch that is not
-ready, reads exactly the messages committed at the stage's inputs, and commits its output with
-its progress batch in one ledger transaction. A run that fails or is killed commits nothing;
-running a done ``(stage, epoch)`` again does nothing.
+stale outputs; a failing stage does not keep the others from running. ``backfill`` and
+``revise`` recompute done epochs with the current code; a backfill runs every epoch that can
+run and names the blockers of those it left. Each single run goes through the ``Executor``
+(admit, work, finish): it refuses an epoch that is not ready, reads exactly the messages
+committed at the stage's inputs, and commits its output with its progress batch in one ledger
+transaction. A run that fails or is killed commits nothing; running a done ``(stage, epoch)``
+again does nothing.
 """
 
 from __future__ import annotations
@@ -19,10 +21,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.dataflow import Pipeline
-from pipelines.errors import PipelineError
-from pipelines.executor import Admitted, Executor, RunResult, RunStatus, Worked, run_key
+from pipelines.errors import (
+    BackfillIncompleteError,
+    PipelineError,
+    RunFailedError,
+    StageFailedError,
+    StageNotReadyError,
+)
+from pipelines.executor import Admitted, Executor, Worked, run_key
 from pipelines.inputs import SourceInput
 from pipelines.iteration import RoundCallback
+from pipelines.results import RunResult, RunStatus
 from pipelines.settings import STATE_FILE, state_path
 from pipelines.spark import LazySpark, SparkFactory
 from pipelines.storage import DataStore
@@ -135,11 +144,16 @@ class Runtime:
         """Run every ready ``(stage, epoch)`` in epoch order, then re-run stale outputs (those
         that read an attempt a revision has replaced), until nothing is left.
 
+        A stage run that fails commits nothing and that stage is not tried again in this call;
+        every run that does not depend on its output goes on (readiness holds back those that
+        do). Then, if any failed, ``RunFailedError`` lists each failure with the runs made.
+
         One ledger session per stage run: it commits the previous run, picks the next and
         resolves its input, with one look at the counts; Spark works with the ledger unlocked.
-        A stateful stage's writer lock is held from before its work until its commit."""
-        p = self.pipeline.name
+        A stateful stage's writer lock is held from before its work until its commit or its
+        failure."""
         results: list[RunResult] = []
+        failed: dict[str, StageFailedError] = {}  # by stage: not tried again in this call
         revised: set[tuple[str, Time]] = set()
         worked: Worked | None = None
         writer = ExitStack()  # the writer lock of a stateful run not committed yet
@@ -151,17 +165,8 @@ class Runtime:
 
         with writer:
             while True:
-                admitted: Admitted | RunResult | None = None
-                stale: list[tuple[str, Time]] = []
-                with self.ledger.session():
-                    finished = self.executor.finish(worked) if worked is not None else None
-                    worked = None
-                    tracker = self.ledger.tracker(p)
-                    ready = self.ready(tracker)
-                    if ready:
-                        admitted = self.executor.admit(*ready[0], tracker=tracker)
-                    else:
-                        stale = self.stale()
+                finished, admitted, stale = self._next(worked, failed)
+                worked = None
                 writer.close()
                 if finished is not None:
                     report(finished)
@@ -169,12 +174,37 @@ class Runtime:
                     report(admitted)
                 elif admitted is not None:
                     writer.enter_context(self.exclusive(admitted.stage.name))  # no ledger held
-                    worked = self.executor.work(admitted)
-                elif not stale:
-                    return results
+                    try:
+                        worked = self.executor.work(admitted)
+                    except StageFailedError as err:
+                        writer.close()
+                        failed[admitted.stage.name] = err
+                elif stale:
+                    try:
+                        for result in self._revise_stale(stale, revised):
+                            report(result)
+                    except StageFailedError as err:
+                        failed[stale[0][0]] = err
+                elif failed:
+                    raise RunFailedError(self.pipeline.name, results, list(failed.values()))
                 else:
-                    for result in self._revise_stale(stale, revised):
-                        report(result)
+                    return results
+
+    def _next(
+        self, worked: Worked | None, failed: dict[str, StageFailedError]
+    ) -> tuple[RunResult | None, Admitted | RunResult | None, list[tuple[str, Time]]]:
+        """In one ledger session: commit ``worked`` (the previous run), then admit the next
+        ready run of a stage not in ``failed`` (one whose input cannot be read fails here and
+        joins ``failed``), or else list the stale outputs of those stages to re-run."""
+        with self.ledger.session():
+            finished = self.executor.finish(worked) if worked is not None else None
+            tracker = self.ledger.tracker(self.pipeline.name)
+            while ready := [(s, t) for s, t in self.ready(tracker) if s not in failed]:
+                try:
+                    return finished, self.executor.admit(*ready[0], tracker=tracker), []
+                except StageFailedError as err:
+                    failed[ready[0][0]] = err
+            return finished, None, [(s, t) for s, t in self.stale() if s not in failed]
 
     def run_stage(self, stage_name: str, epoch: Time) -> RunResult:
         """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
@@ -209,20 +239,19 @@ class Runtime:
         downstream: bool = True,
     ) -> list[RunResult]:
         """Backfill ``stage_name`` over ``epochs`` with the current code and inputs: epochs it
-        has run are revised, epochs it has not run yet are run, then (unless ``downstream`` is
-        False: someone else re-runs them) every output the backfill made stale is re-run in
-        epoch order. Frontiers never move back and nothing counts twice.
+        has run are revised, epochs it has not run yet are run, in order, then (unless
+        ``downstream`` is False: someone else re-runs them) every output the backfill made
+        stale is re-run in epoch order. Frontiers never move back and nothing counts twice.
 
-        When an epoch it has not run is not ready either, nothing runs: the error names that
-        epoch's blockers."""
+        An epoch it has not run that is not ready either is left, and the epochs after it are
+        still tried (for a stage that holds state, readiness leaves them too: each needs the
+        one before). When any were left, ``BackfillIncompleteError`` says who holds each, with
+        the runs the backfill made."""
         p = self.pipeline.name
         self.executor.runnable(stage_name)
-        with self.ledger.session():
-            done = set(self.ledger.done_epochs(p, stage_name))
-            tracker = self.ledger.tracker(p)
-            for epoch in sorted(set(epochs) - done):
-                self.executor.batch_if_ready(tracker, stage_name, epoch)
+        done = set(self.ledger.done_epochs(p, stage_name))
         results: list[RunResult] = []
+        left: dict[Time, tuple[str, ...]] = {}
 
         def report(batch: list[RunResult]) -> None:
             results.extend(batch)
@@ -235,10 +264,15 @@ class Runtime:
             if redo:
                 report(self.revise(stage_name, redo))
             for epoch in sorted(set(epochs) - done):
-                report([self.run_stage(stage_name, epoch)])
+                try:
+                    report([self.run_stage(stage_name, epoch)])
+                except StageNotReadyError as err:
+                    left[epoch] = err.holds
         revised = {(r.stage, r.epoch) for r in results}
         while downstream and (stale := self.stale()):
             report(self._revise_stale(stale, revised))
+        if left:
+            raise BackfillIncompleteError(p, stage_name, results, left)
         return results
 
     def revise(self, stage_name: str, epochs: Sequence[Time]) -> list[RunResult]:
@@ -286,4 +320,10 @@ class Runtime:
         paths = [m.path for m in messages if m.path]
         if paths:
             return self.spark.read.parquet(*paths)
-        return self.spark.createDataFrame([], self.executor.schema_of(stage))
+        schema = self.executor.schema_of(stage)
+        if schema is None:
+            raise PipelineError(
+                f"stage {stage!r} has no data at epoch {epoch}, and no message with data to "
+                "take its columns from"
+            )
+        return self.spark.createDataFrame([], schema)

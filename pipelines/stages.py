@@ -29,8 +29,10 @@ from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from pipelines.arguments import join_kind, missing_columns
 from pipelines.carry import StateUpdate, carry
 from pipelines.clock import EXPLICIT, CloseRule
+from pipelines.errors import StageFailedError
 from pipelines.iteration import Rounds, RoundStep, Transform, pending_paths, scope_graph
 from pipelines.work import Produced, StageWork, Written
 from progress import Graph, Time
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 DEFAULT_MAX_ROUNDS = 100
+
+ColumnsOf = Callable[[str], tuple[str, ...] | None]
+"""The output columns of a stage, by name, when its definition fixes them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +92,11 @@ class Stage:
     def lineage(self) -> tuple[str, ...]:
         """The stages it depends on in the asset graph (each once)."""
         return tuple(dict.fromkeys(self.inputs))
+
+    def columns(self, of: ColumnsOf) -> tuple[str, ...] | None:
+        """The names of its output columns when its definition fixes them (``of`` gives those
+        of another stage), else None: what a function returns is known once it runs."""
+        return tuple(self.schema.fieldNames()) if self.schema is not None else None
 
     def describe(self) -> str:
         """What the stage is, in a line, for the catalog (its function's docstring aside)."""
@@ -187,6 +197,10 @@ class UnionStage(Stage):
     def summary(self) -> str:
         return "Union of its inputs"
 
+    def columns(self, of: ColumnsOf) -> tuple[str, ...] | None:
+        """Those of its first input whose columns are known (inputs are matched by name)."""
+        return next((c for c in map(of, self.inputs) if c is not None), None)
+
     def compute(self, work: StageWork) -> Produced:
         """Inputs with the same columns and types are their committed files, as they are: the
         output catalogs them again (attempts are immutable), with no copy. Otherwise, or when
@@ -213,8 +227,29 @@ class JoinStage(Stage):
     def summary(self) -> str:
         return f"Join on {', '.join(self.on)}"
 
+    def columns(self, of: ColumnsOf) -> tuple[str, ...] | None:
+        """As Spark joins on column names: the ``on`` columns, then the others of the left,
+        then the others of the right (a semi or anti join keeps the left's alone)."""
+        left, right = (of(name) for name in self.inputs)
+        if join_kind(self.how) in {"leftsemi", "leftanti"}:
+            return left
+        if left is None or right is None:
+            return None
+        others = [c for c in (*left, *right) if missing_columns([c], self.on)]
+        return (*self.on, *others)
+
     def compute(self, work: StageWork) -> Produced:
         left, right = work.frames
+        for side, upstream, frame in zip(("left", "right"), self.inputs, work.frames, strict=True):
+            missing = missing_columns(self.on, frame.columns)
+            if missing:  # before Spark's own error, which names neither side nor stage
+                raise StageFailedError(
+                    self.name,
+                    work.epoch,
+                    f"join column {missing[0]!r} (on={list(self.on)}) is not in the {side} "
+                    f"input {upstream!r}, whose columns are {', '.join(frame.columns)}",
+                    column=missing[0],
+                )
         return work.write(left.join(right, on=list(self.on), how=self.how))
 
 

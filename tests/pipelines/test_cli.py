@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from pipelines.cli import main
 from pipelines.examples.bank import WORKERS
+from pipelines.runtime import Runtime
+from pipelines.testing import send_epochs
 from progress.ledger import Ledger, MessageEntry
+from tests.pipelines import branches
 from tests.progress.ledger.scenario import bank_graph, run_epoch
 
 
@@ -126,6 +130,29 @@ def test_send_advance_close_and_run_from_the_shell(
     assert "bank.movements epoch 0: revised" in out  # stale downstream re-ran
     assert "backfilled valid_wires epochs 0-0" in out
     assert main(["backfill", "valid_wires", "--from", "0", "--to", "1", *where]) == 1
-    assert "stage 'valid_wires' is not ready for epoch 1" in capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "bank.valid_wires epoch 0: revised" in out  # the epoch that could run ran
+    assert "backfilled valid_wires epochs 0-1" in out
+    left = "epochgate: valid_wires epoch 1 was not run: no input message arrives at this epoch"
+    assert err.splitlines() == [left]
     assert main(["run", "-p", "nope", *where]) == 1
     assert "unknown pipeline 'nope': not registered in" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_run_reports_each_failure_after_the_runs_that_went_on(
+    tmp_path: Path, spark: SparkSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = tmp_path / "l.duckdb"
+    rt = Runtime(branches.broken(), Ledger(ledger), spark, tmp_path / "data")
+    send_epochs(rt, "events", {0: branches.ROWS[0]}, close=True)
+    where = ["--ledger", str(ledger), "--data", str(tmp_path / "data")]
+    assert main(["run", "-p", "tests.pipelines.branches:broken", *where]) == 1
+    out, err = capsys.readouterr()
+    assert "branches.big epoch 0: " in out
+    assert "branches.big_by_kind epoch 0: " in out
+    assert "2 stage run(s)" in out
+    assert err.splitlines() == [
+        "epochgate: stage 'kind_counts', epoch 0 failed: the kinds service is down; "
+        "nothing was committed"
+    ]

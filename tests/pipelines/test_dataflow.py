@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 
@@ -33,13 +36,20 @@ def test_compiles_to_a_graph_with_delays_and_workers() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["a/b", "..", "../x", "o'k", 'say"hi"', "1st", "with space", "class", ""]
+    "name",
+    ["a/b", "..", "../x", "o'k", 'say"hi"', "1st", "with space", "class", "", "café", "名前"],
 )
 def test_names_that_are_not_identifiers_are_refused(name: str) -> None:
     p = Pipeline("demo")
-    with pytest.raises(PipelineDefinitionError, match="not a valid identifier"):
+    with pytest.raises(PipelineDefinitionError, match=r"source name .* not a valid identifier"):
         p.source(name, schema=SCHEMA)
-    with pytest.raises(PipelineDefinitionError, match="not a valid identifier"):
+    a = p.source("a", schema=SCHEMA)
+    with pytest.raises(
+        PipelineDefinitionError, match=r"stage name .* not a valid identifier"
+    ) as err:
+        p.transform(name, a, fn=identity)
+    assert (err.value.pipeline, err.value.argument) == ("demo", "name")
+    with pytest.raises(PipelineDefinitionError, match=r"pipeline name .* not a valid identifier"):
         Pipeline(name)
 
 
@@ -109,3 +119,116 @@ def test_a_dimension_is_a_source_read_as_a_table() -> None:
         p.dimension("users", schema=SCHEMA, workers=0)
     with pytest.raises(PipelineDefinitionError, match=r"key columns \['user'\] not in schema"):
         p.dimension("users", schema=SCHEMA, key=["user"])
+
+
+def refusal(call: Callable[[], object]) -> PipelineDefinitionError:
+    """The definition error ``call`` raises."""
+    with pytest.raises(PipelineDefinitionError) as err:
+        call()
+    return err.value
+
+
+def test_a_join_type_spark_does_not_know_is_refused_naming_them() -> None:
+    p = Pipeline("demo")
+    a, b = p.source("a", schema=SCHEMA), p.source("b", schema=SCHEMA)
+    err = refusal(lambda: p.join("j", a, b, on=["id"], how="bogus"))
+    assert (err.pipeline, err.stage, err.argument) == ("demo", "j", "how")
+    assert "'bogus' is not a Spark join type" in str(err)
+    assert "left_anti" in str(err)
+    assert "fullouter" in str(err)
+    for how in ("inner", "LEFT_OUTER", "full", "semi", "left_anti", "cross"):
+        p.join(f"j_{how.lower()}", a, b, on=["id"], how=how)
+
+
+def test_join_columns_are_checked_against_every_side_whose_columns_are_known() -> None:
+    p = Pipeline("demo")
+    a = p.source("a", schema=SCHEMA)
+    other = T.StructType([T.StructField("ID", T.LongType()), T.StructField("w", T.DoubleType())])
+    b = p.source("b", schema=other)
+    err = refusal(lambda: p.join("j", a, b, on=["w"]))
+    assert (err.pipeline, err.stage, err.argument) == ("demo", "j", "on")
+    assert "join column(s) ['w'] not in the left input 'a', whose columns are id, v" in str(err)
+    err = refusal(lambda: p.join("j", a, b, on=["v"]))
+    assert "not in the right input 'b'" in str(err)
+    joined = p.join("j", a, b, on=["id"])  # names match as Spark matches them: any case
+    assert p.columns("j") == ("id", "v", "w")
+    assert "not in the left input 'j'" in str(refusal(lambda: p.join("k", joined, b, on=["x"])))
+    p.join("left_only", a, b, on=["id"], how="left_semi")
+    assert p.columns("left_only") == ("id", "v")
+    both = p.union("both", a, p.source("c", schema=SCHEMA))
+    assert p.columns("both") == ("id", "v")
+    assert "not in the right input 'both'" in str(refusal(lambda: p.join("m", b, both, on=["w"])))
+    kept = p.stateful("kept", a, key=["id"], schema=SCHEMA, update=lambda b, s: b)
+    assert "not in the left input 'kept'" in str(refusal(lambda: p.join("n", kept, a, on=["w"])))
+
+
+def test_a_join_with_a_side_a_function_decides_is_left_to_its_run() -> None:
+    p = Pipeline("demo")
+    a = p.source("a", schema=SCHEMA)
+    t = p.transform("t", a, fn=identity)
+    err = refusal(lambda: p.join("j", t, a, on=["anything"]))
+    assert "not in the right input 'a'" in str(err)  # the known side is still checked
+    p.join("j", t, p.transform("u", a, fn=identity), on=["anything"])
+    assert p.columns("j") is None
+
+
+def test_functions_must_be_callable() -> None:
+    p = Pipeline("demo")
+    a = p.source("a", schema=SCHEMA)
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("fn", lambda: p.transform("t", a, fn=None)),  # type: ignore[arg-type]
+        ("update", lambda: p.stateful("s", a, key=["id"], schema=SCHEMA, update=None)),  # type: ignore[arg-type]
+        ("init", lambda: p.iterate("i", a, init=None, step=identity)),  # type: ignore[arg-type]
+        ("step", lambda: p.iterate("i", a, init=identity, step=42)),  # type: ignore[arg-type]
+    ]
+    for argument, call in cases:
+        err = refusal(call)
+        assert (err.pipeline, err.argument) == ("demo", argument)
+        assert f"{argument} must be a function" in str(err)
+    assert list(p.stages) == ["a"]  # nothing was added
+
+
+def test_a_schema_must_be_a_spark_struct_type() -> None:
+    p = Pipeline("demo")
+    arrow = pa.schema([("id", pa.int64())])
+    err = refusal(lambda: p.source("a", schema=arrow))  # type: ignore[arg-type]
+    assert (err.pipeline, err.stage, err.argument) == ("demo", "a", "schema")
+    assert "pyspark.sql.types.StructType" in str(err)
+    assert "pyarrow schema" in str(err)
+    assert "from_arrow_schema" in str(err)
+    err = refusal(lambda: p.source("a", schema={"id": "long"}))  # type: ignore[arg-type]
+    assert "got dict" in str(err)
+    a = p.source("a", schema=SCHEMA)
+    err = refusal(lambda: p.stateful("s", a, key=["id"], schema=arrow, update=identity))  # type: ignore[arg-type]
+    assert (err.stage, err.argument) == ("s", "schema")
+
+
+def test_key_columns_must_be_a_list_of_existing_columns() -> None:
+    p = Pipeline("demo")
+    err = refusal(lambda: p.source("a", schema=SCHEMA, key="id"))
+    assert (err.stage, err.argument) == ("a", "key")
+    assert "write key=['id']" in str(err)
+    assert "key columns ['nope'] not in schema" in str(
+        refusal(lambda: p.source("a", schema=SCHEMA, key=["nope"]))
+    )
+    a = p.source("a", schema=SCHEMA)
+    state = T.StructType([T.StructField("k", T.LongType()), T.StructField("n", T.LongType())])
+    err = refusal(lambda: p.stateful("s", a, key=["k"], schema=state, update=identity))
+    assert (err.stage, err.argument) == ("s", "key")
+    assert "key columns ['k'] not in its input 'a'" in str(err)
+    assert "needs key columns" in str(
+        refusal(lambda: p.stateful("s", a, key=[], schema=SCHEMA, update=identity))
+    )
+    assert "must be a list of column names, not the string" in str(
+        refusal(lambda: p.join("j", a, a, on="id"))  # type: ignore[arg-type]
+    )
+
+
+def test_a_union_of_known_inputs_needs_the_same_columns() -> None:
+    p = Pipeline("demo")
+    a = p.source("a", schema=SCHEMA)
+    b = p.source("b", schema=T.StructType([T.StructField("id", T.LongType())]))
+    err = refusal(lambda: p.union("u", a, b))
+    assert (err.stage, err.argument) == ("u", "inputs")
+    assert "'a' has id, v; 'b' has id" in str(err)
+    p.union("u", a, p.transform("t", b, fn=identity))  # the function's output decides

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.errors import PipelineError, StageNotReadyError
+from pipelines.errors import BackfillIncompleteError, PipelineError
 from pipelines.examples import bank
 from pipelines.examples.bank_data import Oracle
 from pipelines.examples.demo import run_demo, verify_outputs
@@ -84,33 +84,48 @@ def test_a_backfill_of_the_same_code_changes_nothing(
         assert value["_epoch"] == 0
 
 
-def test_a_backfill_fails_fast_on_an_epoch_that_is_not_complete(
+def test_a_backfill_runs_the_epochs_it_can_and_names_the_blockers_of_the_rest(
     tmp_path: Path, spark: SparkSession
 ) -> None:
     held = Shop(tmp_path, spark)
     rt = held.rt
-    for epoch in range(2):
+    for epoch in range(3):
         for source, workers in WORKERS.items():
             for w in range(workers):
-                if (source, w) == ("orders", 1) and epoch == 1:
-                    continue  # worker 1 of orders holds epoch 1 open
+                if (source, w) == ("orders", 1) and epoch == 2:
+                    continue  # worker 1 of orders holds epoch 2 open
                 held.send(source, w, epoch)
                 rt.input(source, w).advance_to(epoch + 1)
-    rt.run()
-    before = held.ledger.history("shop", "valid_orders", 0).messages
-    with pytest.raises(StageNotReadyError, match="source orders, worker 1, still holds epoch 1"):
-        rt.backfill("valid_orders", [0, 1])
-    assert held.ledger.history("shop", "valid_orders", 0).messages == before  # nothing ran
+    rt.run()  # epochs 0 and 1 done everywhere
+    held.send("orders", 1, 2)
+    rt.input("orders", 1).advance_to(3)  # epoch 2 is ready (not run); every worker holds 3
 
-    results = rt.backfill("valid_orders", [0])
-    ran = [(r.stage, r.epoch, r.status) for r in results]
-    assert ran[0] == ("valid_orders", 0, "revised")
-    assert ("movements", 0, "revised") in ran
-    assert ("by_category", 0, "revised") in ran
+    with pytest.raises(BackfillIncompleteError) as err:
+        rt.backfill("valid_orders", [0, 1, 2, 3])
+    assert (err.value.pipeline, err.value.stage) == ("shop", "valid_orders")
+    blockers = [h.text for h in held.ledger.blockers("shop", "valid_orders", 3)]
+    assert err.value.left == {3: tuple(dict.fromkeys(blockers))}
+    assert "source orders, worker 1, still holds epoch 3" in err.value.left[3]
+    assert "epoch 3: source orders, worker 0, still holds epoch 3" in str(err.value)
+    ran = [(r.stage, r.epoch, r.status) for r in err.value.results]
+    own = [r for r in ran if r[0] == "valid_orders"]
+    assert own == [
+        ("valid_orders", 0, "revised"),
+        ("valid_orders", 1, "revised"),
+        ("valid_orders", 2, "succeeded"),
+    ]
+    for epoch in (0, 1):  # what read the revised epochs re-ran
+        assert ("movements", epoch, "revised") in ran
+        assert ("by_category", epoch, "revised") in ran
     assert rt.stale() == []
-    expected = oracle(held.files, 0)
-    for stage in ("valid_orders", "movements", "by_category"):
-        assert rows_of(rt.read(stage, 0)) == expected[stage]
+    assert held.ledger.message("shop", "valid_orders", 0, 3) == []  # nothing ran at epoch 3
+    for epoch in range(3):
+        expected = oracle(held.files, epoch)
+        assert rows_of(rt.read("valid_orders", epoch)) == expected["valid_orders"]
+    for epoch in (0, 1):
+        expected = oracle(held.files, epoch)
+        for stage in ("movements", "by_category"):
+            assert rows_of(rt.read(stage, epoch)) == expected[stage]
     assert held.ledger.verify().ok
 
 

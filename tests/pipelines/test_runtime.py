@@ -9,8 +9,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from pipelines.dataflow import Pipeline
-from pipelines.errors import StageNotReadyError
-from pipelines.testing import close_sources, send_rows, throwaway_runtime
+from pipelines.errors import RunFailedError, StageNotReadyError
+from pipelines.runtime import RunResult, Runtime
+from pipelines.testing import close_sources, send_epochs, send_rows, throwaway_runtime
+from progress import Time
+from progress.ledger import Ledger
+from state_store import KeyedState
+from tests.pipelines import branches
 from tests.pipelines.shop import WORKERS, Shop, oracle, rows_of
 
 pytestmark = pytest.mark.spark
@@ -100,3 +105,73 @@ def test_a_union_catalogs_its_inputs_files_and_writes_only_when_columns_differ(
         assert (tmp_path / "data" / "unions" / "mixed").exists()  # columns differ: written
         assert rt.collect_garbage(older_than=0) == []  # the shared files stay: they are read
         assert rt.read("shared", 0).count() == 3
+
+
+def test_a_failing_stage_does_not_starve_the_independent_ones(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    rt = Runtime(branches.broken(), Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
+    send_epochs(rt, "events", branches.ROWS, close=True)
+    other = KeyedState(rt.state.path)  # another holder of the stateful stage's writer lock
+    free: list[tuple[str, Time]] = []
+
+    def heard(result: RunResult) -> None:
+        if result.epoch != 0:  # kind_counts failed at epoch 0, before any later epoch ran
+            with other.writer("branches", "kind_counts", timeout=2):
+                free.append((result.stage, result.epoch))
+
+    with pytest.raises(RunFailedError) as err:
+        rt.run(heard)
+    [failure] = err.value.failures
+    assert (failure.stage, failure.epoch) == ("kind_counts", 0)
+    assert "the kinds service is down" in failure.cause
+    assert "stage 'kind_counts', epoch 0 failed: the kinds service is down" in str(err.value)
+    ran = sorted((r.stage, r.epoch) for r in err.value.results)
+    assert ran == sorted((s, e) for s in ("big", "big_by_kind") for e in branches.EPOCHS)
+    assert len(free) == 4  # the lock was released at the failure, not at the end of run()
+    for epoch in branches.EPOCHS:
+        assert (
+            sorted(rows_of(rt.read("big_by_kind", epoch))) == branches.oracle(epoch)["big_by_kind"]
+        )
+    status = {s.stage: s for s in rt.ledger.status("branches")}
+    assert status["kind_counts"].done == ()
+    assert status["busy_kinds"].done == ()
+
+    fixed = Runtime(branches.pipeline(), rt.ledger, spark, tmp_path / "data")
+    results = fixed.run()
+    finished = sorted((r.stage, r.epoch, r.status) for r in results)
+    assert finished == sorted(
+        (s, e, "succeeded") for s in ("kind_counts", "busy_kinds") for e in branches.EPOCHS
+    )
+    assert fixed.run() == []
+    for epoch in branches.EPOCHS:
+        expected = branches.oracle(epoch)
+        for stage in ("kind_counts", "busy_kinds"):
+            assert sorted(rows_of(fixed.read(stage, epoch))) == expected[stage], (stage, epoch)
+    runs = rt.ledger.history("branches", "kind_counts", 0).runs
+    assert [r.status for r in runs] == ["failed", "succeeded"]
+    assert rt.ledger.verify().ok
+
+
+def test_a_run_names_the_stage_epoch_and_column_a_function_output_lacks(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    events = T.StructType([T.StructField("id", T.LongType()), T.StructField("v", T.StringType())])
+    p = Pipeline("lacks")
+    src = p.source("events", schema=events)
+    values = p.transform("values", src, fn=lambda df: df.select("v"))  # drops id
+    p.join("joined", values, src, on=["id"])  # values' columns are known only when it runs
+    p.stateful("kept", values, key=["id"], schema=events, update=lambda batch, state: batch)
+    with throwaway_runtime(p, spark, home=tmp_path) as rt:
+        send_rows(rt, "events", [(1, "a")])
+        close_sources(rt)
+        with pytest.raises(RunFailedError) as err:
+            rt.run()
+        failures = {f.stage: f for f in err.value.failures}
+        assert set(failures) == {"joined", "kept"}
+        joined = failures["joined"]
+        assert (joined.epoch, joined.column) == (0, "id")
+        assert "join column 'id' (on=['id']) is not in the left input 'values'" in str(joined)
+        assert (failures["kept"].epoch, failures["kept"].column) == (0, "id")
+        assert [(r.stage, r.epoch) for r in err.value.results] == [("values", 0)]
+        assert rt.ledger.message("lacks", "joined", 0, 0) == []
