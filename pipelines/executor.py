@@ -167,16 +167,28 @@ class Executor:
         refs = [MessageRef(upstream, m.port, m.time, m.attempt) for m in messages]
         return refs, [m.path for m in messages if m.path]
 
-    def schema_of(self, stage: str) -> StructType | None:
+    def schema_of(self, stage: str, *, within: frozenset[str] = frozenset()) -> StructType | None:
         """A stage's output columns: declared, else those of its latest message with data, else
-        None (it has none yet)."""
-        declared = self.pipeline.stage(stage).schema
-        if declared is not None:
-            return declared
+        those its plan gives over empty inputs (a stage in a loop before the loop's first
+        message: the loop's feedback adds no rows yet), else None. ``within`` holds the stages
+        whose columns are being found (a loop is followed once)."""
+        spec = self.pipeline.stage(stage)
+        if spec.schema is not None:
+            return spec.schema
         latest = self.ledger.latest_message(self.pipeline.name, stage, 0)
-        if latest is None or latest.path is None:
+        if latest is not None and latest.path is not None:
+            return self.spark.read.parquet(latest.path).schema
+        if stage in within:
             return None
-        return self.spark.read.parquet(latest.path).schema
+        frames = []
+        for upstream in spec.inputs:
+            schema = self.schema_of(upstream, within=within | {stage})
+            frames.append(None if schema is None else self.spark.createDataFrame([], schema))
+        try:
+            planned = spec.plan(frames)
+            return None if planned is None else planned.schema
+        except Exception:  # the user's function on no rows: its run says what is wrong
+            return None
 
     # -- work ----------------------------------------------------------------------------------
 
@@ -210,7 +222,7 @@ class Executor:
                 produced.in_commit(self.ledger)
             result = self.ledger.commit(
                 p,
-                run.batch,
+                run.batch if produced.announces else [u for u in run.batch if u[2] < 0],
                 key=key,
                 messages=self._entries(worked),
                 origin=Origin.stage(stage.name, epoch, run=kind),

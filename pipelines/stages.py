@@ -40,6 +40,7 @@ from progress.ledger import Ledger, MessageRecord, scope_name
 from state_store import KeyedState
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
 DEFAULT_MAX_ROUNDS = 100
@@ -123,6 +124,13 @@ class Stage:
         """The epochs a revision of ``requested`` recomputes, in order (getting ready for it)."""
         return sorted(set(requested))
 
+    def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
+        """Its output for input ``frames``, as a Spark plan that is analysed, never run: how the
+        columns of a stage that declares none are found before it has any data. Each frame is
+        empty; ``None`` stands for an input whose columns are not known yet (a loop's feedback
+        before its first message). None when its columns cannot be told this way."""
+        return None
+
     def compute(self, work: StageWork) -> Produced:
         """The stage's output message for ``work.epoch``."""
         raise NotImplementedError(f"stage {self.name!r} ({self.kind}) is not run")
@@ -184,6 +192,9 @@ class TransformStage(Stage):
     def code(self) -> Callable[..., object]:
         return self.fn
 
+    def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
+        return None if frames[0] is None else self.fn(frames[0])
+
     def compute(self, work: StageWork) -> Produced:
         return work.write(self.fn(work.frames[0]))
 
@@ -200,6 +211,11 @@ class UnionStage(Stage):
     def columns(self, of: ColumnsOf) -> tuple[str, ...] | None:
         """Those of its first input whose columns are known (inputs are matched by name)."""
         return next((c for c in map(of, self.inputs) if c is not None), None)
+
+    def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
+        """The union of the inputs whose columns are known (the others add no rows yet)."""
+        known = [frame for frame in frames if frame is not None]
+        return reduce(lambda a, b: a.unionByName(b), known) if known else None
 
     def compute(self, work: StageWork) -> Produced:
         """Inputs with the same columns and types are their committed files, as they are: the
@@ -237,6 +253,12 @@ class JoinStage(Stage):
             return None
         others = [c for c in (*left, *right) if missing_columns([c], self.on)]
         return (*self.on, *others)
+
+    def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
+        left, right = frames
+        if left is None or right is None:
+            return None
+        return left.join(right, on=list(self.on), how=self.how)
 
     def compute(self, work: StageWork) -> Produced:
         left, right = work.frames
@@ -310,6 +332,10 @@ class IterateStage(Stage):
     def resumable_paths(self, ledger: Ledger, pipeline: str) -> list[str]:
         return pending_paths(ledger, pipeline, self.name)
 
+    def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
+        """Round 0's state: every round has its columns."""
+        return None if frames[0] is None else self.init(frames[0])
+
     def compute(self, work: StageWork) -> Produced:
         epoch = work.epoch
         assert isinstance(epoch, int)
@@ -351,8 +377,20 @@ class FeedbackStage(Stage):
             "(that edge is left out of the asset graph: it closes a loop)"
         )
 
+    def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
+        return frames[0]
+
     def compute(self, work: StageWork) -> Produced:
-        return work.write(work.frames[0])
+        """Its input, carried ``delay`` epochs on; nothing when it is empty. A loop whose
+        feedback announced every epoch, empty or not, would never end: one that carries
+        nothing round announces no message, and the loop's next epoch waits only for what
+        comes from outside it. (A revision still replaces the epoch's message.)"""
+        produced = work.write(work.frames[0])
+        if work.revision or any(f.rows for f in produced.files):
+            return produced
+        if produced.written is not None:
+            shutil.rmtree(produced.written, ignore_errors=True)
+        return Produced((), None, announces=False)
 
 
 @dataclass(frozen=True, kw_only=True)

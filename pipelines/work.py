@@ -52,6 +52,9 @@ class Produced:
     shared: bool = False
     rounds: int = 0
     """For an iterative stage: the rounds this run computed."""
+    announces: bool = True
+    """False when the run announces no output message: it consumes its input and ends there (a
+    loop's feedback with nothing to carry round, so the loop stops)."""
     in_commit: Callable[[Ledger], None] | None = None
     """Called inside the transaction of the run's commit (an iterative stage leaves its scope)."""
     committed: Callable[[], None] | None = None
