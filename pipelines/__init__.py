@@ -20,6 +20,7 @@ from pipelines.errors import (
 )
 from pipelines.inputs import SourceInput
 from pipelines.runtime import RunResult, RunStatus, Runtime
+from pipelines.sinks import SinkPublishError
 from pipelines.spark import SparkUnavailableError, spark_session
 from pipelines.stages import (
     FeedbackStage,
@@ -66,6 +67,7 @@ __all__ = [
     "InputValidationError",
     "StageNotReadyError",
     "StageFailedError",
+    "SinkPublishError",
     "ClockError",
     "SparkUnavailableError",
 ]

@@ -21,7 +21,9 @@ from pipelines.errors import PipelineError
 from pipelines.executor import Admitted, Executor, RunResult, RunStatus, Worked, run_key
 from pipelines.inputs import SourceInput
 from pipelines.iteration import RoundCallback
-from pipelines.storage import DataStore
+from pipelines.sinks import SinkDirectory, publish_committed
+from pipelines.stages import SinkStage
+from pipelines.storage import DataStore, runtime_home
 from progress import Target, Time, Tracker
 from progress.ledger import Ledger
 from state_store import KeyedState
@@ -66,6 +68,33 @@ class Runtime:
     @on_round.setter
     def on_round(self, callback: RoundCallback | None) -> None:
         self.executor.on_round = callback
+
+    @property
+    def home(self) -> Path:
+        """The directory of the ledger file (absolute): the state store (``state.duckdb``)
+        lives there unless given elsewhere, and a sink's relative path is resolved against it,
+        never against the process's working directory."""
+        return runtime_home(self.ledger.path)
+
+    def sink_path(self, sink: str) -> Path:
+        """The directory ``sink`` publishes to (``PATH/epoch=N``)."""
+        return self._sink(sink).root
+
+    def publish_sinks(self) -> list[tuple[str, Time]]:
+        """Publish every committed sink epoch that its path does not show yet: one a run
+        committed but was killed before publishing, or a revision. ``run()`` does this first.
+        Returns the ``(sink, epoch)`` published; with nothing to do, it costs one ledger
+        session and a readlink per sink epoch (no Spark)."""
+        sinks = [
+            self._sink(s.name) for s in self.pipeline.stages.values() if isinstance(s, SinkStage)
+        ]
+        return publish_committed(self.ledger, sinks)
+
+    def _sink(self, name: str) -> SinkDirectory:
+        stage = self.pipeline.stage(name)
+        if not isinstance(stage, SinkStage):
+            raise PipelineError(f"stage {name!r} is a {stage.kind} stage, not a sink")
+        return stage.directory(self.pipeline.name, self.home)
 
     def input(self, source: str, worker: int = 0) -> SourceInput:
         """The handle of one worker of a source."""
@@ -122,6 +151,7 @@ class Runtime:
         One ledger session per stage run: it commits the previous run, picks the next and
         resolves its input, with one look at the counts; Spark works with the ledger unlocked.
         A stateful stage's writer lock is held from before its work until its commit."""
+        self.publish_sinks()  # what a killed run committed but did not publish
         p = self.pipeline.name
         results: list[RunResult] = []
         revised: set[tuple[str, Time]] = set()

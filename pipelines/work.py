@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.iteration import RoundCallback
-from pipelines.storage import DataStore
+from pipelines.storage import DataStore, runtime_home
 from progress import Time
 from progress.ledger import Ledger, MessageRef
 from state_store import KeyedState
@@ -99,6 +99,11 @@ class StageWork:
                 assert schema is not None
                 out.append(self.spark.createDataFrame([], schema))
         return out
+
+    @property
+    def home(self) -> Path:
+        """The runtime's home (see ``pipelines.storage.runtime_home``)."""
+        return runtime_home(self.ledger.path)
 
     @property
     def reads(self) -> tuple[MessageRef, ...]:
