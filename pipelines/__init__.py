@@ -22,6 +22,7 @@ from pipelines.errors import (
 )
 from pipelines.inputs import SourceInput
 from pipelines.runtime import RunResult, RunStatus, Runtime
+from pipelines.sinks import SinkPublishError
 from pipelines.spark import SparkUnavailableError, spark_session
 from pipelines.stages import (
     DimensionStage,
@@ -72,6 +73,7 @@ __all__ = [
     "StageFailedError",
     "RunFailedError",
     "BackfillIncompleteError",
+    "SinkPublishError",
     "ClockError",
     "SparkUnavailableError",
 ]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.settings import CONNECT_DIR, state_dir
-from pipelines.spark import LOCAL_CONF
+from pipelines.spark import BIND_KEYS, LOCAL_CONF
 from progress import EpochgateError
 
 HOST = "127.0.0.1"
@@ -34,10 +34,7 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 IDENT = "epochgate"  # SPARK_IDENT_STRING: names the pid and log files
 
 # The server's settings beyond ``LOCAL_CONF``: every socket of the driver on loopback.
-SERVER_CONF = {
-    "spark.driver.host": HOST,
-    "spark.driver.bindAddress": HOST,
-}
+SERVER_CONF = dict.fromkeys(BIND_KEYS, HOST)
 
 Echo = Callable[[str], None]
 

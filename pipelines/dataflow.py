@@ -16,6 +16,7 @@ before Spark.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ from pipelines.carry import StateUpdate
 from pipelines.clock import EXPLICIT, AfterEpochEnd, CloseRule, DoneMarkers, EpochClock, Explicit
 from pipelines.errors import PipelineDefinitionError
 from pipelines.iteration import RoundStep, Transform
+from pipelines.sinks import check_sink_path
 from pipelines.stages import (
     DEFAULT_MAX_ROUNDS,
     DimensionStage,
@@ -341,9 +343,13 @@ class Pipeline:
         self._stages[name] = with_inputs(self._stages[name], (source,))
         self._compiled = None
 
-    def sink(self, name: str, input: Stream | str, *, path: str) -> None:
-        """Copy each committed epoch of ``input`` to ``path`` (Parquet, ``epoch=N`` folders)."""
-        self._add(SinkStage(name=name, inputs=(self._input(name, input),), path=path))
+    def sink(self, name: str, input: Stream | str, *, path: str | os.PathLike[str]) -> None:
+        """Publish each committed epoch of ``input`` to ``path`` (Parquet, ``PATH/epoch=N``),
+        atomically, after its commit (see ``pipelines.sinks``). A relative ``path`` is under the
+        runtime's home (the ledger's directory); an empty one, or one that climbs out of the
+        home (``..``), is refused."""
+        where = check_sink_path(self.name, name, path)
+        self._add(SinkStage(name=name, inputs=(self._input(name, input),), path=where))
 
     # -- compiled form -------------------------------------------------------------------------
 

@@ -33,8 +33,10 @@ from pipelines.inputs import SourceInput
 from pipelines.iteration import RoundCallback
 from pipelines.results import RunResult, RunStatus
 from pipelines.settings import STATE_FILE, state_path
+from pipelines.sinks import SinkDirectory, publish_committed
 from pipelines.spark import LazySpark, SparkFactory
-from pipelines.storage import DataStore
+from pipelines.stages import SinkStage
+from pipelines.storage import DataStore, runtime_home
 from progress import Target, Time, Tracker
 from progress.ledger import Ledger, StageStatus
 from state_store import KeyedState
@@ -91,6 +93,33 @@ class Runtime:
     @on_round.setter
     def on_round(self, callback: RoundCallback | None) -> None:
         self.executor.on_round = callback
+
+    @property
+    def home(self) -> Path:
+        """The directory of the ledger file (absolute): the state store (``state.duckdb``)
+        lives there unless given elsewhere, and a sink's relative path is resolved against it,
+        never against the process's working directory."""
+        return runtime_home(self.ledger.path)
+
+    def sink_path(self, sink: str) -> Path:
+        """The directory ``sink`` publishes to (``PATH/epoch=N``)."""
+        return self._sink(sink).root
+
+    def publish_sinks(self) -> list[tuple[str, Time]]:
+        """Publish every committed sink epoch that its path does not show yet: one a run
+        committed but was killed before publishing, or a revision. ``run()`` does this first.
+        Returns the ``(sink, epoch)`` published; with nothing to do, it costs one ledger
+        session and a readlink per sink epoch (no Spark)."""
+        sinks = [
+            self._sink(s.name) for s in self.pipeline.stages.values() if isinstance(s, SinkStage)
+        ]
+        return publish_committed(self.ledger, sinks)
+
+    def _sink(self, name: str) -> SinkDirectory:
+        stage = self.pipeline.stage(name)
+        if not isinstance(stage, SinkStage):
+            raise PipelineError(f"stage {name!r} is a {stage.kind} stage, not a sink")
+        return stage.directory(self.pipeline.name, self.home)
 
     def input(self, source: str, worker: int = 0) -> SourceInput:
         """The handle of one worker of a source."""
@@ -152,6 +181,7 @@ class Runtime:
         resolves its input, with one look at the counts; Spark works with the ledger unlocked.
         A stateful stage's writer lock is held from before its work until its commit or its
         failure."""
+        self.publish_sinks()  # what a killed run committed but did not publish
         results: list[RunResult] = []
         failed: dict[str, StageFailedError] = {}  # by stage: not tried again in this call
         revised: set[tuple[str, Time]] = set()

@@ -3,6 +3,10 @@
 ``EPOCHGATE_SPARK`` chooses: ``local[2]`` (default), ``spark://host:7077``, ``yarn``, or
 ``sc://host:15002`` for a running Spark Connect server (``epochgate spark start`` runs one on
 this machine). A Connect client needs the ``connect`` extra: ``pip install 'epochgate[connect]'``.
+
+A local master's driver listens on 127.0.0.1 only (its RPC and block manager ports), unless
+the caller's ``conf`` sets ``spark.driver.bindAddress`` or ``spark.driver.host``, or
+``$SPARK_LOCAL_IP`` names another address.
 """
 
 from __future__ import annotations
@@ -24,6 +28,11 @@ SPARK_ENV = "EPOCHGATE_SPARK"
 DEFAULT_MASTER = "local[2]"
 CONNECT_SCHEME = "sc://"
 CONNECT_DEFAULT_PORT = 15002
+
+LOOPBACK = "127.0.0.1"
+LOCAL_IP_ENV = "SPARK_LOCAL_IP"
+BIND_KEYS = ("spark.driver.bindAddress", "spark.driver.host")
+"""Where a driver listens (its RPC and block manager ports) and the address it gives out."""
 
 # Small local defaults: few shuffle partitions suit per-epoch batches on a laptop or CI box.
 LOCAL_CONF = {
@@ -125,7 +134,9 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("epochgate").master(url)
-    for key, value in {**LOCAL_CONF, **(conf or {})}.items():
+    given = conf or {}
+    bind = local_bind(url, given, os.environ.get(LOCAL_IP_ENV))
+    for key, value in {**LOCAL_CONF, **bind, **given}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -135,6 +146,25 @@ def quiet_session(master: str | None = None) -> SparkSession:
     session = spark_session(master)
     quiet(session)
     return session
+
+
+def local_bind(master: str, conf: dict[str, str], local_ip: str | None) -> dict[str, str]:
+    """For a local master, the driver's sockets on 127.0.0.1 only (Spark would otherwise
+    listen on the machine's external address), unless ``conf`` sets either bind setting or
+    ``local_ip`` (``$SPARK_LOCAL_IP``) chooses the address.
+
+    >>> local_bind("local[2]", {}, None)
+    {'spark.driver.bindAddress': '127.0.0.1', 'spark.driver.host': '127.0.0.1'}
+    >>> local_bind("local[2]", {"spark.driver.host": "10.0.0.5"}, None)
+    {}
+    >>> local_bind("local[2]", {}, "10.0.0.5"), local_bind("spark://node:7077", {}, None)
+    ({}, {})
+    """
+    if not master.startswith("local") or local_ip:
+        return {}
+    if any(key in conf for key in BIND_KEYS):
+        return {}
+    return dict.fromkeys(BIND_KEYS, LOOPBACK)
 
 
 def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:

@@ -15,13 +15,12 @@ is one new spec.
     StatefulStage  keyed state carried on        (update(batch, state); epochs strictly in order)
     IterateStage   rounds to a fixed point       (a nested scope at Product(epoch, round))
     FeedbackStage  a later stage's output back   (delayed: a loop must advance time)
-    SinkStage      each epoch copied to a path   (no output port)
+    SinkStage      each epoch shown at a path    (published after its commit; no output)
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from pipelines.carry import StateUpdate, carry
 from pipelines.clock import EXPLICIT, CloseRule
 from pipelines.errors import StageFailedError
 from pipelines.iteration import Rounds, RoundStep, Transform, pending_paths, scope_graph
+from pipelines.sinks import SinkDirectory, resolve_sink_path
 from pipelines.work import Produced, StageWork, Written
 from progress import Graph, Time
 from progress.ledger import Ledger, MessageRecord, scope_name
@@ -395,7 +395,9 @@ class FeedbackStage(Stage):
 
 @dataclass(frozen=True, kw_only=True)
 class SinkStage(Stage):
-    """Each committed epoch of its input, copied to ``path`` (Parquet, ``epoch=N`` folders)."""
+    """Each committed epoch of its input, published to ``path`` (Parquet, an ``epoch=N`` link
+    per epoch) after its commit; a relative ``path`` is under the runtime's home (see
+    ``pipelines.sinks``)."""
 
     path: str
 
@@ -403,31 +405,20 @@ class SinkStage(Stage):
     outputs: ClassVar[int] = 0
 
     def summary(self) -> str:
-        return f"Sink: copies each epoch to {self.path}"
+        relative = not Path(self.path).expanduser().is_absolute()
+        where = f"{self.path} under the runtime's home" if relative else self.path
+        return f"Sink: publishes each committed epoch to {where} (epoch=N)"
+
+    def directory(self, pipeline: str, home: Path) -> SinkDirectory:
+        """Where it publishes, for a runtime whose home is ``home``."""
+        return SinkDirectory(pipeline, self.name, resolve_sink_path(self.path, home))
 
     def compute(self, work: StageWork) -> Produced:
+        """Writes the epoch's attempt like any stage; publishes it once it is committed."""
         produced = work.write(work.frames[0])
-        assert produced.written is not None
-        try:
-            publish(produced.written, Path(self.path) / f"epoch={work.epoch}", work.attempt)
-        except BaseException:
-            shutil.rmtree(produced.written, ignore_errors=True)
-            raise
-        return produced
-
-
-def publish(attempt_dir: Path, target: Path, attempt: str) -> None:
-    """Copy a committed attempt to a user's path, replacing what was there in one rename."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{target.name}.{attempt}")
-    shutil.copytree(attempt_dir, staging)
-    if target.exists():
-        retired = target.with_name(f".{target.name}.retired.{attempt}")
-        os.rename(target, retired)
-        os.rename(staging, target)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        os.rename(staging, target)
+        sink = self.directory(work.pipeline, work.home)
+        epoch, attempt, files = work.output_time, work.attempt, produced.written
+        return dataclasses.replace(produced, committed=lambda: sink.publish(epoch, attempt, files))
 
 
 def with_inputs(stage: Stage, inputs: tuple[str, ...]) -> Stage:

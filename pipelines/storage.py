@@ -26,6 +26,13 @@ def new_attempt() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
 
 
+def runtime_home(ledger_file: Path) -> Path:
+    """A runtime's home: the directory of its ledger file (absolute). The state store
+    (``state.duckdb``) lives there unless given elsewhere, and a sink's relative path is
+    resolved against it, never against the process's working directory."""
+    return Path(ledger_file).resolve().parent
+
+
 class DataStore:
     """Where a pipeline's messages live on disk."""
 

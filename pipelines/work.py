@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.iteration import RoundCallback
 from pipelines.spark import LazySpark
-from pipelines.storage import DataStore
+from pipelines.storage import DataStore, runtime_home
 from progress import Time
 from progress.ledger import Ledger, MessageRef
 from state_store import KeyedState
@@ -108,6 +108,11 @@ class StageWork:
                 assert schema is not None
                 out.append(self.spark.createDataFrame([], schema))
         return out
+
+    @property
+    def home(self) -> Path:
+        """The runtime's home (see ``pipelines.storage.runtime_home``)."""
+        return runtime_home(self.ledger.path)
 
     @property
     def reads(self) -> tuple[MessageRef, ...]:

@@ -1,8 +1,15 @@
-"""Ports on 127.0.0.1 for the servers tests start (Spark Connect, the Dagster webserver)."""
+"""Ports on 127.0.0.1 for the servers tests start (Spark Connect, the Dagster webserver), and
+the addresses a process listens on."""
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import socket
+from pathlib import Path
+
+LISTEN = "0A"
+"""The state column of a listening socket in ``/proc/net/tcp``."""
 
 
 def free_port() -> int:
@@ -20,3 +27,36 @@ def accepts(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def listening(pid: int) -> list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]]:
+    """The TCP addresses process ``pid`` listens on, read from ``/proc`` (no tool needed):
+    the LISTEN sockets of ``/proc/net/tcp{,6}`` whose inode is one of the process's fds."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed while we looked
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = []
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+        for line in lines:
+            columns = line.split()
+            local, state, inode = columns[1], columns[3], columns[9]
+            if state != LISTEN or inode not in inodes:
+                continue
+            address, port = local.split(":")
+            raw = bytes.fromhex(address)  # 32-bit words in host (little-endian) order
+            packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found.append((ipaddress.ip_address(socket.inet_ntop(family, packed)), int(port, 16)))
+    return found
+
+
+def loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """127.0.0.0/8 or ::1, also written as an IPv4-mapped IPv6 address (``::ffff:127.0.0.1``)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback

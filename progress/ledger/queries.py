@@ -101,6 +101,16 @@ def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> lis
     return [message_record(r) for r in rows]
 
 
+def messages(s: Session, pipeline: str, stage: str, port: int) -> list[MessageRecord]:
+    """The current messages committed at ``(stage, port)``, at every time, in time order."""
+    rows = s.rows(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? AND port = ? "
+        "AND current ORDER BY t0, t1, batch_id",
+        [pipeline, stage, port],
+    )
+    return [message_record(r) for r in rows]
+
+
 def latest_message(s: Session, pipeline: str, stage: str, port: int) -> MessageRecord | None:
     """The most recently committed current message of ``(stage, port)`` with data."""
     rows = s.rows(

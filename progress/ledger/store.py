@@ -241,6 +241,11 @@ class Ledger:
         with self._sessions.session() as s:
             return queries.messages_as_of(s, pipeline, stage, port, epoch)
 
+    def messages(self, pipeline: str, stage: str, port: int) -> list[MessageRecord]:
+        """The current messages committed at ``(stage, port)``, at every time, in time order."""
+        with self._sessions.session() as s:
+            return queries.messages(s, pipeline, stage, port)
+
     def live_paths(self, pipeline: str) -> list[str]:
         """Every data path the pipeline may still read or is writing: current messages, and
         the attempts of runs whose process is alive."""

@@ -183,5 +183,21 @@ def _round(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(round(v, 6) if isinstance(v, float) else v for v in row)
 
 
+def published(sink: Path) -> dict[int, list[tuple[Any, ...]]]:
+    """The rows a reader of the sink's path finds at each epoch, through DuckDB."""
+    if not any(sink.glob("epoch=*/*.parquet")):
+        return {}
+    con = duckdb.connect()
+    found = con.execute(
+        "SELECT epoch, category, total FROM read_parquet(?, hive_partitioning = true)",
+        [f"{sink}/*/*.parquet"],
+    ).fetchall()
+    con.close()
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    for epoch, *row in found:
+        out.setdefault(int(epoch), []).append(_round(tuple(row)))
+    return {e: sorted(rows) for e, rows in out.items()}
+
+
 def rows_of(df: DataFrame) -> list[tuple[Any, ...]]:
     return sorted(_round(tuple(r)) for r in df.collect())

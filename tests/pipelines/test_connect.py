@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.sockets import accepts, free_port
+from tests.sockets import accepts, free_port, listening, loopback
 
 pytestmark = pytest.mark.spark
 
@@ -98,6 +98,10 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 def test_bank_demo_runs_through_a_connect_server(server: Server, tmp_path: Path) -> None:
     assert alive(server.pid)
+    sockets = listening(server.pid)  # its gRPC port, driver RPC and block manager
+    assert server.port in [port for _, port in sockets]
+    outside = [f"{address}:{port}" for address, port in sockets if not loopback(address)]
+    assert outside == [], f"the server listens beyond 127.0.0.1: {outside}"
     status = epochgate("spark", "status", home=server.home)
     assert f"running      {server.url}  pid {server.pid}" in status.stdout
 

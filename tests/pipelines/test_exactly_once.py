@@ -16,7 +16,7 @@ from pipelines.executor import Executor
 from pipelines.runtime import Runtime
 from progress import Time
 from progress.ledger import Ledger, MessageRef
-from tests.pipelines.shop import WORKERS, Shop, oracle, rows_of
+from tests.pipelines.shop import WORKERS, Shop, oracle, published, rows_of
 
 pytestmark = pytest.mark.spark
 
@@ -86,6 +86,10 @@ def mismatches(shop_: Shop) -> list[str]:
                 continue
             if rows_of(shop_.rt.read(stage, epoch)) != rows:
                 bad.append(f"{stage} epoch {epoch}")
+    exported = published(shop_.sink)
+    for epoch in range(EPOCHS):  # the sink's path shows each epoch's by_category, once
+        if exported.get(epoch, []) != oracle(shop_.files, epoch)["by_category"]:
+            bad.append(f"export epoch {epoch} as published")
     return bad
 
 
