@@ -32,7 +32,15 @@ from pipelines.stages import (
     TransformStage,
     UnionStage,
 )
-from progress.errors import EpochgateError
+from progress.errors import (
+    ClosedHandleError,
+    EpochgateError,
+    EpochNotReachedError,
+    InvalidInputTimeError,
+    TimeRegressionError,
+    WorkerError,
+    WorkerMovedError,
+)
 
 __all__ = [
     # defining
@@ -66,6 +74,12 @@ __all__ = [
     "InputValidationError",
     "StageNotReadyError",
     "StageFailedError",
+    "WorkerError",
+    "TimeRegressionError",
+    "ClosedHandleError",
+    "InvalidInputTimeError",
+    "WorkerMovedError",
+    "EpochNotReachedError",
     "ClockError",
     "SparkUnavailableError",
 ]
