@@ -92,7 +92,10 @@ def advance(pipeline: str, node: str, worker: int, time: object, *, seal: bool) 
             return handle.advance_to(to), [], origin
         start = handle.time
         if type(start) is not int or type(to) is not int:
-            raise LedgerError(f"input {node!r}: sealing applies to int epochs only")
+            raise LedgerError(
+                f"pipeline {pipeline!r}, source {node!r}, worker {worker}: sealing applies to "
+                f"int epochs only, not {to}; nothing was committed"
+            )
         sent = {
             row[0]
             for row in s.rows(
