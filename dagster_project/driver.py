@@ -1,6 +1,7 @@
 """Drive a pipeline's Definitions as the Dagster daemon would, in this process.
 
-A tick evaluates the frontier sensor on a real instance and applies the partitions it adds;
+A tick evaluates the frontier sensor on a real instance and applies the partitions it adds and
+the asset events it reports (observations of source partitions);
 ``execute`` runs one requested run in process, on that instance, tagged as the daemon tags a
 sensor's runs; ``drive`` repeats both until the sensor skips. Like the daemon, the driver
 launches a run key only once: a sensor that asks for the same run key again is an error here.
@@ -89,6 +90,7 @@ class Driver:
             run_requests=data.run_requests,
             skip_reason=data.skip_message,
             dynamic_partitions_requests=data.dynamic_partitions_requests,
+            asset_events=data.asset_events,
         )
         for request in result.dynamic_partitions_requests or ():
             name, keys = request.partitions_def_name, list(request.partition_keys)
@@ -97,6 +99,8 @@ class Driver:
             else:
                 for key in keys:
                     self.instance.delete_dynamic_partition(name, key)
+        for event in result.asset_events:
+            self.instance.report_runless_asset_event(event)
         return result
 
     def execute(

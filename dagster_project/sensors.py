@@ -7,6 +7,8 @@ that this run will make ready or stale, upstream first (a run per epoch, not per
 graph: each run costs a process and its bookkeeping under the daemon). A run key names the
 epoch, the stages and the input messages they read, so a request is made once for the same work
 and again when the work changes. Stages already in a queued or running Dagster run are left out.
+With the requests come observations of the source partitions they read, whenever their messages
+changed (``dagster_project.observations``: a correction shows downstream stale in Dagster).
 When nothing can run, the skip reason says who holds each waiting epoch, in plain words.
 """
 
@@ -28,6 +30,7 @@ from dagster_project.names import (
     sensor_name,
     stage_key,
 )
+from dagster_project.observations import new_observations, read_sources
 from dagster_project.partitions import epoch_key, epoch_partitions, partitions_name
 from dagster_project.resources import LedgerResource
 from pipelines.clock import Explicit
@@ -234,6 +237,7 @@ def frontier_sensor(
                     "nothing was sent to it."
                 )
             tick = read_tick(book, pipeline, running)
+            sources = read_sources(book, pipeline, [(w.epoch, w.stages) for w in tick.work])
         known = set(context.instance.get_dynamic_partitions(partitions_name(p)))
         new = [k for k in map(epoch_key, tick.epochs) if k not in known]
         adds = [partitions.build_add_request(new)] if new else []
@@ -242,6 +246,10 @@ def frontier_sensor(
         for line in tick.waiting_lines():
             context.log.info(line)
         requests = [w.run_request() for w in tick.work]
-        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds)
+        return dg.SensorResult(
+            run_requests=requests,
+            dynamic_partitions_requests=adds,
+            asset_events=new_observations(context.instance, sources),
+        )
 
     return frontier

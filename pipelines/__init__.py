@@ -36,7 +36,15 @@ from pipelines.stages import (
     TransformStage,
     UnionStage,
 )
-from progress.errors import EpochgateError
+from progress.errors import (
+    ClosedHandleError,
+    EpochgateError,
+    EpochNotReachedError,
+    InvalidInputTimeError,
+    TimeRegressionError,
+    WorkerError,
+    WorkerMovedError,
+)
 
 __all__ = [
     # defining
@@ -74,6 +82,12 @@ __all__ = [
     "RunFailedError",
     "BackfillIncompleteError",
     "SinkPublishError",
+    "WorkerError",
+    "TimeRegressionError",
+    "ClosedHandleError",
+    "InvalidInputTimeError",
+    "WorkerMovedError",
+    "EpochNotReachedError",
     "ClockError",
     "SparkUnavailableError",
 ]

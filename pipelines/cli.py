@@ -217,6 +217,16 @@ def cmd_send(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_correct(args: argparse.Namespace) -> int:
+    rt = runtime(args)
+    result = rt.input(args.source, args.worker).correct(args.epoch, args.file)
+    print(
+        f"corrected {args.source} worker {args.worker} at epoch {args.epoch} with {args.file} "
+        f"(batch #{result.batch_id}); `epochgate run` re-runs what read the replaced data"
+    )
+    return 0
+
+
 def cmd_advance(args: argparse.Namespace) -> int:
     pipeline, ledger = chosen(args)
     source_worker(pipeline, args.source, args.worker)
@@ -329,7 +339,7 @@ def _engine_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     engine: argparse.ArgumentParser,
 ) -> None:
-    """The commands that drive a pipeline: run, backfill, send, advance, close, clock."""
+    """The commands that drive a pipeline: run, backfill, send, correct, advance, close, clock."""
     run = commands.add_parser(
         "run", parents=[engine], help="run every ready (stage, epoch) until nothing is ready"
     )
@@ -350,6 +360,16 @@ def _engine_commands(
     send.add_argument("file")
     send.add_argument("--worker", type=int, default=0)
     send.set_defaults(handler=cmd_send)
+    correct = commands.add_parser(
+        "correct",
+        parents=[engine],
+        help="replace what a source worker sent at a past epoch with a file (a revision)",
+    )
+    correct.add_argument("source")
+    correct.add_argument("epoch", type=int)
+    correct.add_argument("file")
+    correct.add_argument("--worker", type=int, default=0)
+    correct.set_defaults(handler=cmd_correct)
     advance = commands.add_parser(
         "advance", parents=[engine], help="declare a source worker's epochs before EPOCH complete"
     )

@@ -57,18 +57,39 @@ class InputValidationError(PipelineError, ValueError):
         *,
         file: str | None = None,
         column: str | None = None,
+        worker: int | None = None,
+        pipeline: str | None = None,
     ) -> None:
         self.stage = stage
         self.epoch = epoch
         self.file = file
         self.column = column
         self.reason = reason
-        parts = [f"source {stage!r}", f"epoch {epoch}"]
+        self.worker = worker
+        self.pipeline = pipeline
+        parts = [f"pipeline {pipeline!r}"] if pipeline else []
+        parts.append(f"source {stage!r}")
+        if worker is not None:
+            parts.append(f"worker {worker}")
+        if epoch is not None:
+            parts.append(f"epoch {epoch}")
         if file:
             parts.append(f"file {file}")
         if column:
             parts.append(f"column {column!r}")
         super().__init__(f"{', '.join(parts)}: {reason}; nothing was committed")
+
+    def of_worker(self, pipeline: str, worker: int) -> InputValidationError:
+        """The same error, naming the pipeline and the input worker whose data it is."""
+        return InputValidationError(
+            self.stage,
+            self.epoch,
+            self.reason,
+            file=self.file,
+            column=self.column,
+            worker=worker,
+            pipeline=pipeline,
+        )
 
 
 class StageNotReadyError(PipelineError):

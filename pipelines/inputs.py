@@ -1,15 +1,25 @@
 """Source inputs: one worker's handle on a source, backed by the ledger and the data plane.
 
 ``send`` validates data against the source's schema (types by column name, no missing or extra
-column, no null key), writes it to a fresh attempt directory and commits the message; any
-failure raises ``InputValidationError`` naming the source, epoch, file and column, and nothing
-is committed. ``advance_to`` seals every epoch passed (an empty message where this worker sent
-nothing), so each stage runs each epoch once.
+column, no null key) for the epoch the worker is at, read once, writes it to a fresh attempt
+directory and commits the message at that epoch; any failure raises ``InputValidationError``
+naming the pipeline, source, worker, epoch, file and column, and nothing is committed. When
+another process moved the worker in between, the ledger refuses the message
+(``WorkerMovedError``) and the attempt directory is removed. ``advance_to`` seals every epoch
+passed (an empty message where this worker sent nothing), so each stage runs each epoch once.
+``correct`` replaces what the worker sent at an epoch it has reached, validated like ``send``:
+a revision, whose stale outputs ``Runtime.run()`` re-runs.
+
+The rules of moving are the input handle's (``progress.handles.InputHandle``), for every
+caller: advancing to the epoch the worker is at does nothing, below it raises
+``TimeRegressionError``; closing twice does nothing; sending or advancing after close raises
+``ClosedHandleError``.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -19,7 +29,7 @@ from pipelines.file_inputs import check_file
 from pipelines.schema_check import check_columns
 from pipelines.stages import SourceStage
 from pipelines.storage import DataStore, new_attempt
-from progress import ClosedHandleError, Time
+from progress import Graph, InputHandle, Time
 from progress.ledger import CommitResult, Ledger, MessageEntry
 
 if TYPE_CHECKING:
@@ -42,6 +52,8 @@ class Bound(Protocol):
     def spark(self) -> SparkSession: ...
     @property
     def store(self) -> DataStore: ...
+    @property
+    def graph(self) -> Graph: ...
 
 
 def check_frame(
@@ -72,9 +84,16 @@ def source_worker(pipeline: Pipeline, source: str, worker: int) -> SourceStage:
     ``worker`` (a check of the definition alone: it reads no ledger)."""
     stage = pipeline.stage(source)
     if not isinstance(stage, SourceStage):
-        raise InputValidationError(source, "-", f"{source!r} is not a source of the pipeline")
-    if not 0 <= worker < stage.workers:
-        raise InputValidationError(source, "-", f"there is no worker {worker}")
+        raise InputValidationError(
+            source, None, f"{source!r} is not a source of the pipeline", pipeline=pipeline.name
+        )
+    if type(worker) is not int or not 0 <= worker < stage.workers:
+        raise InputValidationError(
+            source,
+            None,
+            f"there is no worker {worker!r} (workers: 0 .. {stage.workers - 1})",
+            pipeline=pipeline.name,
+        )
     return stage
 
 
@@ -96,9 +115,65 @@ class SourceInput:
     def send(self, data: DataFrame | str | Path) -> CommitResult:
         """Validate, write and commit one message at this worker's current epoch."""
         rt = self.runtime
-        epoch = self.epoch
-        if epoch is None:
-            raise ClosedHandleError(self.source, self.worker, "send")
+        handle = self._handle()
+        handle.send()  # a closed worker refuses it now, before any work
+        message = self._write(handle.time, data)
+        return self._commit(
+            message, lambda: rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
+        )
+
+    def correct(self, epoch: Time, data: DataFrame | str | Path) -> CommitResult:
+        """Replace this worker's messages at ``epoch``, an epoch it has reached (or any once
+        closed), with ``data``, validated and written like ``send``: a revision. No frontier
+        moves, the other workers' messages at ``epoch`` stay, and every output that read a
+        replaced message becomes stale: ``Runtime.run()`` re-runs each once (a stateful stage
+        from ``epoch`` on). An epoch the worker has not reached raises ``EpochNotReachedError``
+        (``send`` data for the epoch it is at)."""
+        rt = self.runtime
+        self._handle().correct(epoch)  # before any work; the ledger checks it again
+        message = self._write(epoch, data)
+        return self._commit(
+            message,
+            lambda: rt.ledger.correct(rt.pipeline.name, self.source, self.worker, message),
+        )
+
+    def advance_to(self, epoch: Time) -> CommitResult:
+        """Declare every epoch before ``epoch`` complete for this worker (sealing empty ones).
+        To the epoch it is at, nothing happens (``repeated`` when it advanced there before);
+        below it raises ``TimeRegressionError``."""
+        rt = self.runtime
+        return rt.ledger.advance(rt.pipeline.name, self.source, self.worker, epoch, seal=True)
+
+    def close(self) -> CommitResult:
+        """Nothing more will come from this worker. Closing it again does nothing."""
+        rt = self.runtime
+        return rt.ledger.close(rt.pipeline.name, self.source, self.worker)
+
+    def _handle(self) -> InputHandle:
+        """This worker's input handle at the epoch it is at now, to check an action early."""
+        rt = self.runtime
+        return InputHandle.resume(
+            rt.graph, self.source, self.worker, self.epoch, pipeline=rt.pipeline.name
+        )
+
+    def _commit(self, message: MessageEntry, commit: Callable[[], CommitResult]) -> CommitResult:
+        """Commit ``message``; when the ledger refuses it, remove its attempt directory."""
+        try:
+            return commit()
+        except BaseException:
+            if message.path is not None:
+                shutil.rmtree(message.path, ignore_errors=True)
+            raise
+
+    def _write(self, epoch: Time, data: DataFrame | str | Path) -> MessageEntry:
+        """Validate ``data`` for ``epoch`` and write it to a fresh attempt directory."""
+        try:
+            return self._validated(epoch, data)
+        except InputValidationError as err:
+            raise err.of_worker(self.runtime.pipeline.name, self.worker) from err.__cause__
+
+    def _validated(self, epoch: Time, data: DataFrame | str | Path) -> MessageEntry:
+        rt = self.runtime
         file = None
         if isinstance(data, str | Path):
             file = str(data)
@@ -106,7 +181,7 @@ class SourceInput:
                 raise InputValidationError(self.source, epoch, "no such file", file=file)
             rows = check_file(self.source, epoch, Path(file), self._stage.schema, self._stage.key)
             if rows is not None:
-                return self._commit_copy(Path(file), epoch, rows)
+                return self._copy(Path(file), epoch, rows)
             spark = rt.spark  # started here if need be: a Spark that cannot start is no bad file
             try:
                 data = spark.read.parquet(str(Path(file).resolve()))  # for a remote driver too
@@ -131,11 +206,10 @@ class SourceInput:
             msg = f"cannot write the data: {first_line(err)}"
             raise InputValidationError(self.source, epoch, msg, file=file) from err
         rows, size = rt.store.stats(path)
-        message = MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
-        return rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
+        return MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
 
-    def _commit_copy(self, file: Path, epoch: Time, rows: int) -> CommitResult:
-        """Commit a checked file by copying its bytes into a fresh attempt directory."""
+    def _copy(self, file: Path, epoch: Time, rows: int) -> MessageEntry:
+        """A checked file, its bytes copied into a fresh attempt directory."""
         rt = self.runtime
         attempt = new_attempt()
         path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
@@ -147,15 +221,4 @@ class SourceInput:
             msg = f"cannot copy the file: {err}"
             raise InputValidationError(self.source, epoch, msg, file=str(file)) from err
         size = (path / "part-00000.parquet").stat().st_size
-        message = MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
-        return rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
-
-    def advance_to(self, epoch: Time) -> None:
-        """Declare every epoch before ``epoch`` complete for this worker (sealing empty ones)."""
-        rt = self.runtime
-        rt.ledger.advance(rt.pipeline.name, self.source, self.worker, epoch, seal=True)
-
-    def close(self) -> None:
-        """Nothing more will come from this worker."""
-        rt = self.runtime
-        rt.ledger.close(rt.pipeline.name, self.source, self.worker)
+        return MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)

@@ -103,28 +103,135 @@ class HandleError(ProgressError):
     """A misuse of an input handle."""
 
 
-class TimeRegressionError(HandleError):
-    """An input handle asked to move its capability backwards."""
+class WorkerError(HandleError):
+    """An action an input worker may not take. Names the pipeline (when the handle knows it),
+    the input node (a pipeline's source) and the worker; says that nothing was committed."""
 
-    def __init__(self, node: str, worker: int, current: object, requested: object) -> None:
+    def __init__(self, pipeline: str | None, node: str, worker: int, text: str) -> None:
+        self.pipeline = pipeline
         self.node = node
         self.worker = worker
+        where = f"pipeline {pipeline!r}, " if pipeline else ""
+        # Exception's own constructor: a subclass may also derive from an error whose
+        # constructor takes other arguments (InvalidTimeError).
+        Exception.__init__(
+            self, f"{where}source {node!r}, worker {worker}{text}; nothing was committed"
+        )
+
+    @property
+    def source(self) -> str:
+        """The input node whose worker acted: a pipeline's source."""
+        return self.node
+
+
+def _at(time: object) -> str:
+    """Where a worker stands, in words: ``at epoch 5``, or ``closed``."""
+    return "closed" if time is None else f"at epoch {time}"
+
+
+class TimeRegressionError(WorkerError):
+    """An input handle asked to move its capability below the time it is at (moving to the
+    time it is at does nothing)."""
+
+    def __init__(
+        self,
+        node: str,
+        worker: int,
+        current: object,
+        requested: object,
+        *,
+        pipeline: str | None = None,
+    ) -> None:
         self.current = current
         self.requested = requested
         super().__init__(
-            f"input {node!r}, worker {worker}: cannot advance to {requested} from {current}; "
-            "times only move forward"
+            pipeline,
+            node,
+            worker,
+            f", {_at(current)}: cannot advance to epoch {requested}; epochs only move forward "
+            "(advancing to the epoch it is at does nothing)",
         )
 
 
-class ClosedHandleError(HandleError):
-    """An action on an input handle after ``close()``."""
+class InvalidInputTimeError(WorkerError, InvalidTimeError):
+    """An input handle given a value that is not a time of its graph (``"3"``, ``-1``)."""
 
-    def __init__(self, node: str, worker: int, action: str) -> None:
-        self.node = node
-        self.worker = worker
+    def __init__(
+        self,
+        node: str,
+        worker: int,
+        current: object,
+        requested: object,
+        reason: str,
+        *,
+        pipeline: str | None = None,
+    ) -> None:
+        self.current = current
+        self.requested = self.time = requested
+        self.reason = reason
+        super().__init__(
+            pipeline, node, worker, f", {_at(current)}: {requested!r} is not an epoch ({reason})"
+        )
+
+
+class ClosedHandleError(WorkerError):
+    """An action on an input handle after ``close()`` (closing again is not one: it does
+    nothing)."""
+
+    def __init__(
+        self,
+        node: str,
+        worker: int,
+        action: str,
+        *,
+        pipeline: str | None = None,
+        requested: object = None,
+    ) -> None:
         self.action = action
-        super().__init__(f"input {node!r}, worker {worker}: cannot {action} after close()")
+        self.requested = requested
+        what = action if requested is None else f"{action} to epoch {requested}"
+        super().__init__(pipeline, node, worker, f": cannot {what} after close()")
+
+
+class WorkerMovedError(WorkerError):
+    """Data checked for the epoch an input worker was at, which the worker left before the data
+    was committed (another process advanced or closed it meanwhile)."""
+
+    def __init__(
+        self, pipeline: str, node: str, worker: int, checked: object, current: object
+    ) -> None:
+        self.checked = checked
+        self.current = current
+        super().__init__(
+            pipeline,
+            node,
+            worker,
+            f": the data was checked for epoch {checked}, but the worker is {_at(current)} now "
+            "(another process moved it)",
+        )
+
+
+class EpochNotReachedError(WorkerError):
+    """A correction for an epoch the input worker has not reached yet."""
+
+    def __init__(
+        self,
+        node: str,
+        worker: int,
+        current: object,
+        requested: object,
+        *,
+        pipeline: str | None = None,
+    ) -> None:
+        self.current = current
+        self.requested = requested
+        super().__init__(
+            pipeline,
+            node,
+            worker,
+            f", {_at(current)}: cannot correct epoch {requested}, which it has not reached; "
+            "send() data for the epoch it is at",
+        )
 
 
 class LedgerError(ProgressError):

@@ -11,7 +11,10 @@ from __future__ import annotations
 from progress.antichain import Antichain
 from progress.errors import (
     ClosedHandleError,
+    EpochNotReachedError,
     HandleError,
+    InvalidInputTimeError,
+    InvalidTimeError,
     TimeRegressionError,
     UnknownLocationError,
 )
@@ -38,6 +41,17 @@ def probe(tracker: Tracker, location: Location) -> Probe:
 class InputHandle:
     """One worker's capability on an input node: ``send`` messages, ``advance_to``, ``close``.
 
+    The rules of moving, one for every caller (the ledger resumes a handle for each action):
+
+    - ``advance_to(t)`` at the time the handle is at does nothing (a retried advance); below
+      it raises ``TimeRegressionError``, whatever times the handle passed before.
+    - ``close()`` of a closed handle does nothing (a retried close); ``send`` and
+      ``advance_to`` after it raise ``ClosedHandleError``.
+    - ``correct(t)`` is allowed at any time the handle has reached (closed included) and moves
+      nothing; a time it has not reached raises ``EpochNotReachedError``.
+
+    Errors name the input node and the worker, and the pipeline when the handle was given one.
+
     >>> from progress import GraphBuilder, Source, Target
     >>> b = GraphBuilder()
     >>> b.add_node("payments", inputs=0, outputs=1)
@@ -48,9 +62,13 @@ class InputHandle:
     [(Target('validate', 0), 0, 1)]
     >>> handle.advance_to(3)
     [(Source('payments', 0), 0, -1), (Source('payments', 0), 3, 1)]
+    >>> handle.advance_to(3)
+    []
     """
 
-    def __init__(self, graph: Graph, node: str, worker: int) -> None:
+    def __init__(
+        self, graph: Graph, node: str, worker: int, *, pipeline: str | None = None
+    ) -> None:
         spec = graph.node(node)
         if spec.inputs:
             raise HandleError(f"node {node!r} has inputs; only input nodes take input handles")
@@ -60,15 +78,18 @@ class InputHandle:
             )
         self.node = node
         self.worker = worker
+        self.pipeline = pipeline
         self._graph = graph
         self._sources = spec.sources()
         self._time: Time = graph.minimum
         self._closed = False
 
     @classmethod
-    def resume(cls, graph: Graph, node: str, worker: int, time: Time | None) -> InputHandle:
+    def resume(
+        cls, graph: Graph, node: str, worker: int, time: Time | None, *, pipeline: str | None = None
+    ) -> InputHandle:
         """A handle for a worker whose capability is durably at ``time`` (``None``: closed)."""
-        handle = cls(graph, node, worker)
+        handle = cls(graph, node, worker, pipeline=pipeline)
         if time is None:
             handle._closed = True
         else:
@@ -91,22 +112,32 @@ class InputHandle:
     def send(self, port: int = 0) -> list[Update]:
         """Announce one message at the current time on output ``port``: +1 at each target."""
         if self._closed:
-            raise ClosedHandleError(self.node, self.worker, "send")
+            raise ClosedHandleError(self.node, self.worker, "send", pipeline=self.pipeline)
         if not 0 <= port < len(self._sources):
             raise HandleError(f"input {self.node!r} has no output port {port}")
         targets = self._graph.edges.get(self._sources[port], ())
         return [(target, self._time, 1) for target in targets]
 
+    def check_advance(self, time: object) -> Time:
+        """Raise what ``advance_to(time)`` would raise; return ``time`` as a time."""
+        if self._closed:
+            raise ClosedHandleError(
+                self.node, self.worker, "advance", pipeline=self.pipeline, requested=time
+            )
+        valid = self._valid(time)
+        if not less_equal(self._time, valid):
+            raise TimeRegressionError(
+                self.node, self.worker, self._time, valid, pipeline=self.pipeline
+            )
+        return valid
+
     def advance_to(self, time: Time) -> list[Update]:
         """Move the capability to ``time``: -1 at the old time, +1 at the new one, per output.
 
-        Raises ``TimeRegressionError`` for a time not greater than or equal to the current one.
+        Raises ``TimeRegressionError`` for a time not greater than or equal to the current one;
+        the current one itself changes nothing.
         """
-        if self._closed:
-            raise ClosedHandleError(self.node, self.worker, "advance")
-        validate_time(time, self._graph.minimum)
-        if not less_equal(self._time, time):
-            raise TimeRegressionError(self.node, self.worker, self._time, time)
+        time = self.check_advance(time)
         if time == self._time:
             return []
         old, self._time = self._time, time
@@ -117,11 +148,34 @@ class InputHandle:
         return batch
 
     def close(self) -> list[Update]:
-        """Drop the capability: nothing more will come from this worker."""
+        """Drop the capability: nothing more will come from this worker. Closing a closed
+        handle does nothing."""
         if self._closed:
-            raise ClosedHandleError(self.node, self.worker, "close")
+            return []
         self._closed = True
         return [(source, self._time, -1) for source in self._sources]
+
+    def correct(self, time: object) -> list[Update]:
+        """Replace what this worker sent at ``time``, a time it has reached (or any, once
+        closed). The messages it replaces were counted already and the capability stays, so
+        the batch is empty. Raises ``EpochNotReachedError`` for a time it has not reached
+        (``send`` data there once it is)."""
+        valid = self._valid(time)
+        if not self._closed and not less_equal(valid, self._time):
+            raise EpochNotReachedError(
+                self.node, self.worker, self._time, valid, pipeline=self.pipeline
+            )
+        return []
+
+    def _valid(self, time: object) -> Time:
+        """``time`` if it is a time of the graph; else ``InvalidInputTimeError``."""
+        try:
+            return validate_time(time, self._graph.minimum)
+        except InvalidTimeError as err:
+            current = None if self._closed else self._time
+            raise InvalidInputTimeError(
+                self.node, self.worker, current, time, err.reason, pipeline=self.pipeline
+            ) from err
 
 
 class Probe:

@@ -1,16 +1,23 @@
-"""Input workers in the ledger: each one's durable capability, and its send, advance and close.
+"""Input workers in the ledger: each one's durable capability, and its send, advance, close and
+correction.
 
-Each action resumes the worker's ``InputHandle`` at its recorded time, takes the batch the
-handle returns, and writes it with the worker's new capability in the caller's transaction.
+Each action resumes the worker's ``InputHandle`` at its recorded time, so the handle's rules
+(``progress.handles``) hold for every caller, takes the batch the handle returns, and writes it
+with the worker's new capability in the caller's transaction. An action is idempotent by its
+key: a retried send, advance or close returns the first commit (``repeated``). An advance finds
+its key from the resumed handle, after the handle's checks: an advance to an epoch the worker
+has left raises like any move backwards, even when the worker once advanced to it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from progress.errors import LedgerError
+from progress.errors import LedgerError, WorkerMovedError
 from progress.handles import InputHandle
 from progress.ledger.records import CommitResult, MessageEntry, Origin
 from progress.ledger.sessions import Session
@@ -21,8 +28,15 @@ from progress.tracker import Update
 InputEffect = tuple[list[Update], list[MessageEntry], Origin]
 """What an input worker's action does: its batch, the messages it catalogs, who did it."""
 
-Action = Callable[[InputHandle, Session], InputEffect]
-"""An input worker's action: from its resumed handle (and the open session), its effect."""
+
+@dataclass(frozen=True)
+class Action:
+    """An input worker's action, on its resumed handle."""
+
+    key: Callable[[InputHandle], str]
+    """Its idempotency key; the rules that hold even for a repeat are checked here."""
+    effect: Callable[[InputHandle, Session], InputEffect]
+    """What it does (with the open session at hand), when it is not a repeat."""
 
 
 def worker_time(s: Session, pipeline: str, node: str, worker: int) -> Time | None:
@@ -42,83 +56,100 @@ def send_key(node: str, worker: int, message: MessageEntry | None, key: str | No
     return key or f"send:{node}:{worker}:{attempt}"
 
 
-def send(node: str, worker: int, message: MessageEntry | None, port: int) -> Action:
-    """A message from the worker at its current time."""
+def send(
+    pipeline: str, node: str, worker: int, message: MessageEntry | None, *, port: int, key: str
+) -> Action:
+    """A message from the worker at its current time, which must be the time of ``message``
+    (the epoch its data was checked for): a worker that moved since raises
+    ``WorkerMovedError``."""
 
     def effect(handle: InputHandle, s: Session) -> InputEffect:
         time = handle.time
         batch = handle.send(port)
         entries = []
         if message is not None:
-            entries.append(
-                MessageEntry(
-                    node, port, time, message.attempt, message.path, message.rows, message.bytes
-                )
-            )
+            if message.time != time:
+                raise WorkerMovedError(pipeline, node, worker, message.time, time)
+            m = message
+            entries.append(MessageEntry(node, port, time, m.attempt, m.path, m.rows, m.bytes))
         return batch, entries, Origin("send", node, worker, time)
 
-    return effect
+    return Action(lambda handle: key, effect)
 
 
 def advance_key(node: str, worker: int, time: Time) -> str:
     return f"advance:{node}:{worker}:{json.dumps(time_to_columns(time))}"
 
 
-def advance(pipeline: str, node: str, worker: int, time: Time, *, seal: bool) -> Action:
+def advance(pipeline: str, node: str, worker: int, time: object, *, seal: bool) -> Action:
     """The worker's capability moved to ``time``; with ``seal``, an empty message at every
     epoch it passes where it sent nothing."""
 
     def effect(handle: InputHandle, s: Session) -> InputEffect:
         origin = Origin.input(node, worker)
-        if not seal or time == handle.time:
-            return handle.advance_to(time), [], origin
+        to = handle.check_advance(time)
+        if not seal or to == handle.time:
+            return handle.advance_to(to), [], origin
         start = handle.time
-        if type(start) is not int or type(time) is not int:
-            raise LedgerError(f"input {node!r}: sealing applies to int epochs only")
-        InputHandle.resume(handle.graph, node, worker, start).advance_to(time)  # no going back
+        if type(start) is not int or type(to) is not int:
+            raise LedgerError(
+                f"pipeline {pipeline!r}, source {node!r}, worker {worker}: sealing applies to "
+                f"int epochs only, not {to}; nothing was committed"
+            )
         sent = {
             row[0]
             for row in s.rows(
                 "SELECT DISTINCT t0 FROM batches WHERE pipeline = ? AND origin = 'send' "
                 "AND node = ? AND worker = ? AND t0 >= ? AND t0 < ?",
-                [pipeline, node, worker, start, time],
+                [pipeline, node, worker, start, to],
             )
         }
         batch: list[Update] = []
         entries: list[MessageEntry] = []
-        for epoch in range(start, time):
+        for epoch in range(start, to):
             if epoch in sent:
                 continue
             batch += handle.advance_to(epoch)
             for port in range(handle.graph.node(node).outputs):
                 batch += handle.send(port)
                 entries.append(MessageEntry(node, port, epoch, f"empty:{node}:{worker}:{epoch}"))
-        batch += handle.advance_to(time)
+        batch += handle.advance_to(to)
         return batch, entries, origin
 
-    return effect
-
-
-def close_key(node: str, worker: int) -> str:
-    return f"close:{node}:{worker}"
+    return Action(lambda handle: advance_key(node, worker, handle.check_advance(time)), effect)
 
 
 def close(node: str, worker: int) -> Action:
-    """The worker's capability dropped."""
-    return lambda h, s: (h.close(), [], Origin.input(node, worker))
+    """The worker's capability dropped (a closed worker stays closed: nothing happens)."""
+    return Action(
+        lambda handle: f"close:{node}:{worker}",
+        lambda handle, s: (handle.close(), [], Origin.input(node, worker)),
+    )
 
 
-def act(
-    s: Session, pipeline: str, node: str, worker: int, *, key: str, action: Action
-) -> CommitResult:
+def correct(node: str, worker: int, message: MessageEntry, port: int) -> Action:
+    """The worker's messages at the time of ``message``, a time it has reached, replaced by
+    ``message``: the other workers' messages there stay, and nothing is counted or moved."""
+
+    def effect(handle: InputHandle, s: Session) -> InputEffect:
+        batch = handle.correct(message.time)
+        entry = dataclasses.replace(message, stage=node, port=port, replaces=True, worker=worker)
+        return batch, [entry], Origin.correction(node, worker, message.time)
+
+    return Action(lambda handle: f"correct:{node}:{worker}:{message.attempt}", effect)
+
+
+def act(s: Session, pipeline: str, node: str, worker: int, action: Action) -> CommitResult:
     """Run ``action`` on the worker's resumed handle and write its batch and the worker's new
     capability, in the caller's transaction (once per key)."""
+    graph = s.graph(pipeline)
+    at = worker_time(s, pipeline, node, worker)
+    handle = InputHandle.resume(graph, node, worker, at, pipeline=pipeline)
+    key = action.key(handle)
     first = committed(s, pipeline, key)
     if first is not None:
         return first
-    graph = s.graph(pipeline)
-    handle = InputHandle.resume(graph, node, worker, worker_time(s, pipeline, node, worker))
-    batch, messages, origin = action(handle, s)
+    batch, messages, origin = action.effect(handle, s)
     result = write_batch(
         s,
         pipeline=pipeline,

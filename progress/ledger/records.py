@@ -38,7 +38,8 @@ class RunKind(StrEnum):
 
 @dataclass(frozen=True)
 class Origin:
-    """Who committed a batch: registration, an input worker, a stage run, or the system.
+    """Who committed a batch: registration, an input worker (its sends, its advances and close,
+    its corrections), a stage run, or the system.
 
     ``run`` is the kind of a pipeline stage's run; ``None`` for every other batch, including
     the rounds of an iterative stage's scope (they are steps of one run, not runs).
@@ -57,6 +58,11 @@ class Origin:
     @staticmethod
     def input(node: str, worker: int) -> Origin:
         return Origin("input", node, worker)
+
+    @staticmethod
+    def correction(node: str, worker: int, time: Time) -> Origin:
+        """Input worker ``worker`` of ``node`` replaced its messages at ``time``."""
+        return Origin("correction", node, worker, time)
 
     @staticmethod
     def stage(node: str, time: Time, run: RunKind | None = None) -> Origin:
@@ -82,9 +88,11 @@ class MessageRef:
 class MessageEntry:
     """A message to catalog with the batch that announces it: where its data lives.
 
-    With ``replaces``, it becomes the only current message at ``(stage, port, time)``; the
-    attempts it replaces stay in the history. ``run_time`` and ``reads`` record the run that
-    produced it and the input messages it read (message-level lineage).
+    With ``replaces``, it becomes the only current message at ``(stage, port, time)``, or with
+    ``worker`` as well, the only current message of that input worker there (a correction:
+    the other workers' messages stay); the attempts it replaces stay in the history.
+    ``run_time`` and ``reads`` record the run that produced it and the input messages it read
+    (message-level lineage).
     """
 
     stage: str
@@ -97,6 +105,7 @@ class MessageEntry:
     replaces: bool = False
     run_time: Time | None = None
     reads: tuple[MessageRef, ...] = ()
+    worker: int | None = None
 
 
 @dataclass(frozen=True)

@@ -163,10 +163,14 @@ class Ledger:
         key: str | None = None,
         port: int = 0,
     ) -> CommitResult:
-        """Commit a message from an input worker at its current time (idempotent by key)."""
-        action = inputs.send(node, worker, message, port)
+        """Commit a message from an input worker at its current time (idempotent by key).
+
+        The message's time is the epoch its data was checked for: a worker at another time
+        now (moved by another process since) raises ``WorkerMovedError``, a closed one
+        ``ClosedHandleError``; nothing is committed."""
+        key = inputs.send_key(node, worker, message, key)
         return self._act(
-            pipeline, node, worker, inputs.send_key(node, worker, message, key), action
+            pipeline, node, worker, inputs.send(pipeline, node, worker, message, port=port, key=key)
         )
 
     def advance(
@@ -174,22 +178,34 @@ class Ledger:
     ) -> CommitResult:
         """Move an input worker's capability forward to ``time``.
 
-        With ``seal``, every epoch it passes for which this worker sent nothing gets an empty
-        message, in the same transaction: the worker declares those epochs complete (and
-        empty), so every stage downstream runs them."""
-        action = inputs.advance(pipeline, node, worker, time, seal=seal)
-        return self._act(pipeline, node, worker, inputs.advance_key(node, worker, time), action)
+        To the time it is at, nothing happens (a retry returns the first commit, ``repeated``);
+        below it raises ``TimeRegressionError``, after ``close`` ``ClosedHandleError``, and for
+        what is not a time ``InvalidInputTimeError``. With ``seal``, every epoch it passes for
+        which this worker sent nothing gets an empty message, in the same transaction: the
+        worker declares those epochs complete (and empty), so every stage downstream runs
+        them."""
+        return self._act(
+            pipeline, node, worker, inputs.advance(pipeline, node, worker, time, seal=seal)
+        )
 
     def close(self, pipeline: str, node: str, worker: int) -> CommitResult:
-        """Drop an input worker's capability: nothing more will come from it."""
-        action = inputs.close(node, worker)
-        return self._act(pipeline, node, worker, inputs.close_key(node, worker), action)
+        """Drop an input worker's capability: nothing more will come from it. Closing it again
+        does nothing (it returns the first close, ``repeated``)."""
+        return self._act(pipeline, node, worker, inputs.close(node, worker))
 
-    def _act(
-        self, pipeline: str, node: str, worker: int, key: str, action: inputs.Action
+    def correct(
+        self, pipeline: str, node: str, worker: int, message: MessageEntry, *, port: int = 0
     ) -> CommitResult:
+        """Replace an input worker's current messages at the time of ``message`` (an epoch it
+        has reached, or any once closed) with ``message``, as a revision: no count and no
+        frontier moves, the other workers' messages stay, and every output that read a
+        replaced message becomes stale (``stale``). An epoch the worker has not reached raises
+        ``EpochNotReachedError``; nothing is committed."""
+        return self._act(pipeline, node, worker, inputs.correct(node, worker, message, port))
+
+    def _act(self, pipeline: str, node: str, worker: int, action: inputs.Action) -> CommitResult:
         with self._sessions.transaction() as s:
-            return inputs.act(s, pipeline, node, worker, key=key, action=action)
+            return inputs.act(s, pipeline, node, worker, action)
 
     # -- runs --------------------------------------------------------------------------------
 

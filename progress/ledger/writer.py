@@ -97,11 +97,7 @@ def write_batch(
     for m in messages:
         t0, t1 = time_to_columns(m.time)
         if m.replaces:
-            con.execute(
-                "UPDATE messages SET current = false WHERE pipeline = ? AND stage = ? "
-                "AND port = ? AND t0 = ? AND t1 = ? AND current",
-                [pipeline, m.stage, m.port, t0, t1],
-            )
+            replace(s, pipeline, m)
         con.execute(
             "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true)",
             [pipeline, m.stage, m.port, t0, t1, m.attempt, m.path, m.rows, m.bytes, batch_id],
@@ -116,6 +112,26 @@ def write_batch(
                 [pipeline, batch_id, m.stage, r0, r1, m.attempt, *columns],
             )
     return CommitResult(batch_id, key, repeated=False)
+
+
+def replace(s: Session, pipeline: str, m: MessageEntry) -> None:
+    """Make the current messages that ``m`` replaces old: every one at its ``(stage, port,
+    time)``, or only those input worker ``m.worker`` sent there (the batches that catalogued an
+    input's messages, its sends, seals and corrections, record the worker)."""
+    t0, t1 = time_to_columns(m.time)
+    where = [pipeline, m.stage, m.port, t0, t1]
+    by_worker = ""
+    if m.worker is not None:
+        by_worker = (
+            " AND batch_id IN (SELECT batch_id FROM batches "
+            "WHERE pipeline = ? AND node = ? AND worker = ?)"
+        )
+        where += [pipeline, m.stage, m.worker]
+    s.con.execute(
+        "UPDATE messages SET current = false WHERE pipeline = ? AND stage = ? "
+        f"AND port = ? AND t0 = ? AND t1 = ? AND current{by_worker}",
+        where,
+    )
 
 
 def compact(s: Session) -> None:

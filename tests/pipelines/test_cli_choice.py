@@ -54,7 +54,8 @@ def test_failed_first_commands_register_nothing(
     code, _, err = run(capsys, "close", "-p", REFERENCE, "clicks", "--worker", "2")
     assert code == 1
     assert err == (
-        "epochgate: source 'clicks', epoch -: there is no worker 2; nothing was committed\n"
+        "epochgate: pipeline 'clicks', source 'clicks': there is no worker 2 "
+        "(workers: 0 .. 1); nothing was committed\n"
     )
     code, _, err = run(capsys, "backfill", "-p", REFERENCE, "per_page", "--from", "0", "--to", "0")
     assert code == 1

@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 
 from pipelines.errors import InputValidationError
 from pipelines.runtime import Runtime
-from progress import ClosedHandleError
-from progress.ledger import Ledger
+from progress import ClosedHandleError, InvalidInputTimeError, TimeRegressionError, WorkerMovedError
+from progress.ledger import CommitResult, Ledger, MessageEntry
 from tests.pipelines.shop import ARROW, shop
 
 pytestmark = pytest.mark.spark
@@ -65,6 +65,8 @@ def test_bad_files_name_source_epoch_file_and_column(
         rt.input("orders", 0).send(path)
     e = err.value
     assert (e.stage, e.epoch, e.file, e.column) == ("orders", 0, str(path), column)
+    assert (e.pipeline, e.worker) == ("shop", 0)
+    assert str(e).startswith("pipeline 'shop', source 'orders', worker 0, epoch 0, file ")
     assert reason in str(e)
     assert "nothing was committed" in str(e)
     nothing_committed(rt)
@@ -121,3 +123,61 @@ def test_a_fitting_file_is_copied_and_another_order_is_rewritten(
         ).collect()
     )
     assert got == sorted([(1, "ann", "toys", 1.0), (2, "bob", "food", 2.0)] * 2)
+
+
+class AdvancedMeanwhile(Ledger):
+    """A ledger whose worker another process advances between the check of the data and its
+    commit (the hook stands where the other process would step in)."""
+
+    def send(
+        self,
+        pipeline: str,
+        node: str,
+        worker: int,
+        message: MessageEntry | None = None,
+        *,
+        key: str | None = None,
+        port: int = 0,
+    ) -> CommitResult:
+        assert message is not None
+        Ledger(self.path).advance(pipeline, node, worker, message.time + 1, seal=True)  # type: ignore[operator]
+        return super().send(pipeline, node, worker, message, key=key, port=port)
+
+
+def test_a_send_is_refused_when_its_worker_moved_after_the_check(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    ledger = AdvancedMeanwhile(tmp_path / "l.duckdb")
+    rt = Runtime(shop(tmp_path / "export"), ledger, spark, tmp_path / "data")
+    fits = write(tmp_path / "fits.parquet", orders_table().cast(ARROW["orders"]))
+    with pytest.raises(WorkerMovedError) as err:
+        rt.input("orders", 0).send(fits)
+    e = err.value
+    assert (e.pipeline, e.source, e.worker, e.checked, e.current) == ("shop", "orders", 0, 0, 1)
+    assert "nothing was committed" in str(e)
+    # Epoch 0 got only the empty message the advance sealed; epoch 1 nothing; no data left.
+    assert [(m.path, m.rows) for m in ledger.message("shop", "orders", 0, 0)] == [(None, 0)]
+    assert ledger.message("shop", "orders", 0, 1) == []
+    assert not list((rt.store.root / "shop" / "orders").glob("**/*.parquet"))
+
+
+def test_advance_and_close_follow_one_rule(rt: Runtime) -> None:
+    handle = rt.input("orders", 1)
+    assert not handle.advance_to(2).repeated
+    assert handle.advance_to(2).repeated  # a retry of the same advance does nothing
+    for epoch in (1, 0):
+        with pytest.raises(TimeRegressionError) as err:
+            handle.advance_to(epoch)
+        assert (err.value.pipeline, err.value.source, err.value.worker) == ("shop", "orders", 1)
+        assert (err.value.current, err.value.requested) == (2, epoch)
+    for bad in ("3", -1):
+        with pytest.raises(InvalidInputTimeError) as invalid:
+            handle.advance_to(bad)  # type: ignore[arg-type]
+        assert str(invalid.value).startswith(
+            f"pipeline 'shop', source 'orders', worker 1, at epoch 2: {bad!r} is not an epoch"
+        )
+    assert not handle.close().repeated
+    assert handle.close().repeated  # closing twice does nothing
+    with pytest.raises(ClosedHandleError, match="worker 1: cannot advance to epoch 2 after close"):
+        handle.advance_to(2)
+    assert handle.epoch is None

@@ -8,8 +8,10 @@ import progress
 from progress import (
     MAX_EPOCH,
     ClosedHandleError,
+    EpochNotReachedError,
     GraphBuilder,
     HandleError,
+    InvalidInputTimeError,
     InvalidTimeError,
     Source,
     Target,
@@ -50,19 +52,43 @@ def test_handles_refuse_going_back_and_acting_after_close() -> None:
     t = tracker()
     h = input_handle(t, "payments", 1)
     t.apply(h.advance_to(4))
-    assert h.advance_to(4) == []
-    with pytest.raises(TimeRegressionError) as err:
-        h.advance_to(3)
-    assert (err.value.node, err.value.worker, err.value.current, err.value.requested) == (
-        "payments",
-        1,
-        4,
-        3,
+    t.apply(h.advance_to(6))
+    assert h.advance_to(6) == []  # a retry: to where it is, nothing happens
+    for earlier in (4, 5, 0):  # once reached (4) or never (5): one rule
+        with pytest.raises(TimeRegressionError) as err:
+            h.advance_to(earlier)
+        e = err.value
+        assert (e.node, e.source, e.worker, e.current, e.requested) == (
+            "payments",
+            "payments",
+            1,
+            6,
+            earlier,
+        )
+    assert str(err.value) == (
+        "source 'payments', worker 1, at epoch 6: cannot advance to epoch 0; epochs only move "
+        "forward (advancing to the epoch it is at does nothing); nothing was committed"
     )
+    for bad, reason in (("3", "expected an int epoch"), (-1, "epochs lie in")):
+        with pytest.raises(InvalidInputTimeError) as invalid:
+            h.advance_to(bad)  # type: ignore[arg-type]
+        assert (invalid.value.source, invalid.value.worker, invalid.value.requested) == (
+            "payments",
+            1,
+            bad,
+        )
+        assert reason in str(invalid.value)
+        assert isinstance(invalid.value, InvalidTimeError)
+    assert h.correct(6) == h.correct(2) == []  # reached: moves nothing
+    with pytest.raises(EpochNotReachedError, match="cannot correct epoch 7"):
+        h.correct(7)
     t.apply(h.close())
-    for action in (h.send, h.close, lambda: h.advance_to(9)):
+    assert h.close() == []  # closing again does nothing
+    assert h.correct(9) == []  # a closed worker has passed every epoch
+    for action in (h.send, lambda: h.advance_to(9), lambda: h.advance_to(6)):
         with pytest.raises(ClosedHandleError):
             action()
+    assert t.frontier(Source("payments")).elements == (0,)  # worker 0 still at 0
     with pytest.raises(HandleError):
         input_handle(t, "payments", 2)
     with pytest.raises(HandleError):

@@ -1,0 +1,150 @@
+"""Input workers in the ledger: one rule for moving back and closing twice, a send committed
+at the epoch its data was checked for, and corrections that replace one worker's messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from progress import (
+    ClosedHandleError,
+    EpochNotReachedError,
+    InvalidInputTimeError,
+    TimeRegressionError,
+    WorkerMovedError,
+)
+from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, RunKind
+from tests.progress.ledger.scenario import run_epoch
+
+pytestmark = pytest.mark.ledger
+
+CARDS = "card_payments"
+
+
+def batches(ledger: Ledger) -> int:
+    return ledger.verify().batches
+
+
+def test_advancing_to_where_a_worker_is_does_nothing_and_below_it_raises(ledger: Ledger) -> None:
+    first = ledger.advance("bank", CARDS, 0, 3, seal=True)
+    ledger.advance("bank", CARDS, 0, 5, seal=True)
+    again = ledger.advance("bank", CARDS, 0, 5, seal=True)  # a retry
+    assert again.repeated
+    assert not first.repeated
+    before = batches(ledger)
+    for earlier in (3, 4):  # once reached, or passed over: one rule
+        with pytest.raises(TimeRegressionError) as err:
+            ledger.advance("bank", CARDS, 0, earlier, seal=True)
+        e = err.value
+        assert (e.pipeline, e.source, e.worker, e.current, e.requested) == (
+            "bank",
+            CARDS,
+            0,
+            5,
+            earlier,
+        )
+        assert str(e).startswith(
+            f"pipeline 'bank', source '{CARDS}', worker 0, at epoch 5: cannot advance to epoch "
+            f"{earlier}; "
+        )
+    for bad in ("3", -1):
+        with pytest.raises(InvalidInputTimeError) as invalid:
+            ledger.advance("bank", CARDS, 0, bad, seal=True)  # type: ignore[arg-type]
+        assert (invalid.value.pipeline, invalid.value.source, invalid.value.worker) == (
+            "bank",
+            CARDS,
+            0,
+        )
+        assert f"worker 0, at epoch 5: {bad!r} is not an epoch" in str(invalid.value)
+    assert batches(ledger) == before  # nothing was committed
+    assert ledger.worker_time("bank", CARDS, 0) == 5
+
+
+def test_closing_twice_does_nothing_and_acting_after_close_raises(ledger: Ledger) -> None:
+    ledger.advance("bank", CARDS, 1, 4)
+    first = ledger.close("bank", CARDS, 1)
+    second = ledger.close("bank", CARDS, 1)
+    assert (second.batch_id, second.repeated) == (first.batch_id, True)
+    before = batches(ledger)
+    for epoch in (4, 6):  # the advance it once made, or a new one
+        with pytest.raises(ClosedHandleError) as err:
+            ledger.advance("bank", CARDS, 1, epoch)
+        assert (err.value.pipeline, err.value.worker, err.value.requested) == ("bank", 1, epoch)
+        assert f"cannot advance to epoch {epoch} after close()" in str(err.value)
+    with pytest.raises(ClosedHandleError, match="cannot send after close"):
+        ledger.send("bank", CARDS, 1, MessageEntry(CARDS, 0, 4, "late"))
+    assert batches(ledger) == before
+    assert ledger.worker_time("bank", CARDS, 1) is None
+
+
+def test_a_send_commits_at_the_epoch_its_data_was_checked_for(ledger: Ledger) -> None:
+    ledger.send("bank", CARDS, 2, MessageEntry(CARDS, 0, 0, "checked-at-0"))
+    Ledger(ledger.path).advance("bank", CARDS, 2, 2, seal=True)  # another process moves it
+    before = batches(ledger)
+    with pytest.raises(WorkerMovedError) as err:
+        ledger.send("bank", CARDS, 2, MessageEntry(CARDS, 0, 0, "also-checked-at-0"))
+    e = err.value
+    assert (e.pipeline, e.source, e.worker, e.checked, e.current) == ("bank", CARDS, 2, 0, 2)
+    assert str(e) == (
+        f"pipeline 'bank', source '{CARDS}', worker 2: the data was checked for epoch 0, but "
+        "the worker is at epoch 2 now (another process moved it); nothing was committed"
+    )
+    assert batches(ledger) == before
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 0)] == ["checked-at-0"]
+    assert ledger.message("bank", CARDS, 0, 2) == []
+    # A retry of the send that committed is still a repeat, wherever the worker is now.
+    retry = ledger.send("bank", CARDS, 2, MessageEntry(CARDS, 0, 0, "checked-at-0"))
+    assert retry.repeated
+
+
+def test_a_correction_replaces_only_that_workers_messages_and_moves_nothing(
+    ledger: Ledger,
+) -> None:
+    run_epoch(ledger, 0)
+    ledger.send("bank", CARDS, 0, MessageEntry(CARDS, 0, 1, "m1.0"))
+    ledger.send("bank", CARDS, 0, MessageEntry(CARDS, 0, 1, "m1.0b"))  # two messages
+    ledger.advance("bank", CARDS, 0, 3, seal=True)  # epoch 2 sealed empty
+    reads = tuple(MessageRef(CARDS, 0, 0, f"m0.{w}") for w in range(3))
+    ledger.commit(  # validate's run at epoch 0 read every worker's message (its lineage)
+        "bank",
+        [],
+        key="revise:validate:0:r",
+        origin=Origin.stage("validate", 0, RunKind.REVISION),
+        messages=[MessageEntry("validate", 0, 0, "r", replaces=True, run_time=0, reads=reads)],
+    )
+    before = ledger.tracker("bank").pointstamps()
+    assert ledger.stale("bank") == []
+
+    fix = ledger.correct("bank", CARDS, 1, MessageEntry(CARDS, 0, 0, "fix0.1", "/f", 7, 70))
+    assert not fix.repeated
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 0)] == ["m0.0", "m0.2", "fix0.1"]
+    assert ledger.stale("bank") == [("validate", 0)]  # it read m0.1, which is replaced
+    ledger.correct("bank", CARDS, 0, MessageEntry(CARDS, 0, 1, "fix1.0"))
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 1)] == ["fix1.0"]
+    ledger.correct("bank", CARDS, 0, MessageEntry(CARDS, 0, 2, "fix2.0"))  # a sealed epoch
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 2)] == ["fix2.0"]
+    again = ledger.correct("bank", CARDS, 1, MessageEntry(CARDS, 0, 0, "fix0.1b"))
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 0)] == ["m0.0", "m0.2", "fix0.1b"]
+    assert ledger.correct("bank", CARDS, 1, MessageEntry(CARDS, 0, 0, "fix0.1b")) == (
+        type(again)(again.batch_id, again.key, repeated=True)
+    )
+    assert ledger.tracker("bank").pointstamps() == before  # no count, no frontier moved
+    history = ledger.history("bank", CARDS, 0)
+    assert [(b.origin, b.worker) for b in history.batches if b.origin == "correction"] == [
+        ("correction", 1),
+        ("correction", 1),
+    ]
+    assert ledger.verify().ok
+
+    with pytest.raises(EpochNotReachedError) as err:  # worker 0 is at 3
+        ledger.correct("bank", CARDS, 0, MessageEntry(CARDS, 0, 4, "too-early"))
+    e = err.value
+    assert (e.pipeline, e.source, e.worker, e.current, e.requested) == ("bank", CARDS, 0, 3, 4)
+    assert "send() data for the epoch it is at" in str(e)
+    assert ledger.message("bank", CARDS, 0, 4) == []
+    ledger.close("bank", CARDS, 2)
+    ledger.correct("bank", CARDS, 2, MessageEntry(CARDS, 0, 0, "fix0.2"))  # closed: any epoch
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 0)] == [
+        "m0.0",
+        "fix0.1b",
+        "fix0.2",
+    ]
