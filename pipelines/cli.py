@@ -218,8 +218,11 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def cmd_correct(args: argparse.Namespace) -> int:
-    rt = runtime(args)
-    result = rt.input(args.source, args.worker).correct(args.epoch, args.file)
+    pipeline, ledger = chosen(args)
+    source_worker(pipeline, args.source, args.worker)
+    with registering(ledger, pipeline):  # a refused file registers nothing
+        handle = runtime(args, pipeline, ledger).input(args.source, args.worker)
+        result = handle.correct(args.epoch, args.file)
     print(
         f"corrected {args.source} worker {args.worker} at epoch {args.epoch} with {args.file} "
         f"(batch #{result.batch_id}); `epochgate run` re-runs what read the replaced data"
