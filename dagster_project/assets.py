@@ -213,8 +213,12 @@ class StageRun:
             raise failure
 
     def _runtime(self) -> Runtime:
+        """The run's runtime, with every committed sink epoch published first (a run killed
+        between a sink's commit and its publish left one unpublished)."""
         spark, ledger, state = self.resources
-        return build_runtime(self.pipeline, spark=spark, ledger=ledger, state=state)
+        runtime = build_runtime(self.pipeline, spark=spark, ledger=ledger, state=state)
+        runtime.publish_sinks()
+        return runtime
 
     def _materialize(self, runtime: Runtime, stage: str) -> Iterator[Event]:
         # A backfill holds a stateful stage from its check of what this backfill already did

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from pipelines.errors import InputValidationError, first_line
 from pipelines.file_inputs import check_file
 from pipelines.schema_check import check_columns
-from pipelines.stages import SourceStage
+from pipelines.stages import DimensionStage, SourceStage
 from pipelines.storage import DataStore, new_attempt
 from progress import Graph, InputHandle, Time
 from progress.ledger import CommitResult, Ledger, MessageEntry
@@ -131,6 +131,18 @@ class SourceInput:
         (``send`` data for the epoch it is at)."""
         rt = self.runtime
         self._handle().correct(epoch)  # before any work; the ledger checks it again
+        if isinstance(self._stage, DimensionStage) and not rt.ledger.worker_sent(
+            rt.pipeline.name, self.source, self.worker, epoch
+        ):  # its readers there read an earlier table: they would not be found stale
+            raise InputValidationError(
+                self.source,
+                epoch,
+                "a dimension source's worker can correct only an epoch it sent a table at; "
+                "correct that earlier epoch instead (not yet supported: adding a table at an "
+                "epoch it sent none)",
+                worker=self.worker,
+                pipeline=rt.pipeline.name,
+            )
         message = self._write(epoch, data)
         return self._commit(
             message,

@@ -148,6 +148,19 @@ def messages_as_of(
     return [message_record(r) for r in rows]
 
 
+def worker_sent(s: Session, pipeline: str, node: str, worker: int, epoch: Time) -> bool:
+    """Whether input worker ``worker`` of ``node`` has a current message with data at ``epoch``
+    (one it sent or corrected, not one sealed empty)."""
+    t0, t1 = time_to_columns(epoch)
+    rows = s.rows(
+        "SELECT 1 FROM messages m JOIN batches b ON b.pipeline = m.pipeline "
+        "AND b.batch_id = m.batch_id WHERE m.pipeline = ? AND m.stage = ? AND m.t0 = ? "
+        "AND m.t1 = ? AND m.current AND m.path IS NOT NULL AND b.worker = ? LIMIT 1",
+        [pipeline, node, t0, t1, worker],
+    )
+    return bool(rows)
+
+
 def live_paths(s: Session, pipeline: str) -> list[str]:
     """Every data path the pipeline may still read or is writing: current messages, and the
     attempts of runs whose process is alive."""

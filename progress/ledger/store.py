@@ -257,6 +257,12 @@ class Ledger:
         with self._sessions.session() as s:
             return queries.messages_as_of(s, pipeline, stage, port, epoch)
 
+    def worker_sent(self, pipeline: str, node: str, worker: int, epoch: Time) -> bool:
+        """Whether input worker ``worker`` of ``node`` has a current message with data at
+        ``epoch`` (sent or corrected; not sealed empty)."""
+        with self._sessions.session() as s:
+            return queries.worker_sent(s, pipeline, node, worker, epoch)
+
     def messages(self, pipeline: str, stage: str, port: int) -> list[MessageRecord]:
         """The current messages committed at ``(stage, port)``, at every time, in time order."""
         with self._sessions.session() as s:

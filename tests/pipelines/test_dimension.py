@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import Pipeline, Runtime
+from pipelines import InputValidationError, Pipeline, Runtime
 from pipelines.storage import new_attempt
 from pipelines.testing import assert_output, frame, send_rows, throwaway_runtime
 from progress.ledger import MessageEntry, MessageRef, Origin
@@ -217,3 +217,27 @@ def test_several_workers_tables_are_one_and_an_empty_frame_empties_one(two_worke
     for stage in ("orders_by_tier", "known_accounts", "accounts"):
         desk_.check(stage, EPOCHS)
     assert desk_.expected("accounts", 2) == [("a1", "gold"), ("a2", "silver")]  # the oracle too
+
+
+def test_a_dimension_is_corrected_only_where_its_worker_sent_a_table(spark: SparkSession) -> None:
+    """Its readers after a sealed epoch read an earlier table, so adding one there would leave
+    them unaware: refused, nothing committed. Where it sent one, the correction re-runs them."""
+    with throwaway_runtime(desk(1, ()), spark) as rt:
+        send_rows(rt, "accounts", [("ann", "gold")])
+        rt.input("accounts").advance_to(3)
+        send_rows(rt, "orders", [(1, "ann", 5.0)])
+        rt.input("orders").advance_to(2)
+        send_rows(rt, "orders", [(2, "ann", 7.0)])
+        for source in ("orders", "signups", "accounts"):
+            rt.input(source).close()
+        rt.run()
+        assert_output(rt, "orders_by_tier", 2, [("ann", 2, 7.0, "gold")])
+        batches = len(rt.ledger.history("desk", "accounts", 2).batches)
+        with pytest.raises(InputValidationError, match="only an epoch it sent a table at"):
+            rt.input("accounts").correct(2, frame(rt, "accounts", [("ann", "silver")]))
+        assert len(rt.ledger.history("desk", "accounts", 2).batches) == batches
+        assert rt.stale() == []
+        rt.input("accounts").correct(0, frame(rt, "accounts", [("ann", "silver")]))
+        assert rt.stale() == [("orders_by_tier", 0), ("orders_by_tier", 2)]
+        rt.run()
+        assert_output(rt, "orders_by_tier", 2, [("ann", 2, 7.0, "silver")])

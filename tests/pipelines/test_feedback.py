@@ -1,0 +1,69 @@
+"""A loop through a feedback stage: it runs before the loop has carried anything (its columns
+come from the stages' functions over empty inputs), carries rows one epoch on, and ends once
+nothing comes round, checked against DuckDB SQL over the raw input."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from pipelines import Pipeline
+from pipelines.testing import assert_output, close_sources, send_epochs, throwaway_runtime
+
+pytestmark = pytest.mark.spark
+
+ORDERS = T.StructType(
+    [
+        T.StructField("order_id", T.LongType()),
+        T.StructField("category", T.StringType()),
+        T.StructField("cents", T.LongType()),
+    ]
+)
+SENT = {
+    0: [(1, "books", 900), (2, "backorder", 300)],
+    2: [(3, "backorder", 50), (4, "toys", 10)],
+}
+
+
+def restock(df: DataFrame) -> DataFrame:
+    """A backorder comes back restocked; a restocked order does not come back again."""
+    return df.where(F.col("category") == "backorder").withColumn("category", F.lit("restocked"))
+
+
+def loop() -> Pipeline:
+    p = Pipeline("loop")
+    orders = p.source("orders", schema=ORDERS, key=["order_id"])
+    back = p.feedback("restocked", delay=1)
+    queue = p.union("queue", orders, back)
+    p.connect(back, p.transform("backorders", queue, fn=restock))
+    return p
+
+
+def oracle(epoch: int) -> list[tuple[object, ...]]:
+    """The queue at ``epoch``: what was sent then, and the backorders of the epoch before."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE sent (epoch INT, order_id BIGINT, category VARCHAR, cents BIGINT)")
+    for e, rows in SENT.items():
+        con.executemany("INSERT INTO sent VALUES (?, ?, ?, ?)", [(e, *r) for r in rows])
+    return con.execute(
+        "SELECT order_id, category, cents FROM sent WHERE epoch = ? UNION ALL "
+        "SELECT order_id, 'restocked', cents FROM sent WHERE epoch = ? AND category = 'backorder'",
+        [epoch, epoch - 1],
+    ).fetchall()
+
+
+def test_a_loop_carries_rows_on_and_ends_when_nothing_comes_round(spark: SparkSession) -> None:
+    with throwaway_runtime(loop(), spark) as rt:
+        send_epochs(rt, "orders", SENT)
+        close_sources(rt)
+        rt.run()  # returns: the loop stops once the feedback carries nothing
+        done = {s.stage: s.done for s in rt.status()}
+        assert done["queue"] == (0, 1, 2, 3)  # 1 and 3: only what came round
+        assert done["restocked"] == (0, 1, 2, 3)
+        for epoch in range(4):
+            assert_output(rt, "queue", epoch, oracle(epoch))
+        assert rt.ledger.message("loop", "restocked", 0, 4) == []  # nothing carried to 4
+        assert rt.pending() == []
