@@ -72,7 +72,10 @@ def test_sending_checked_files_advancing_and_status_start_no_jvm(tmp_path: Path)
     refused = epochgate(home, "send", "clicks", str(bad), "--worker", "1")
     assert refused.code == 1
     (error,) = refused.errors
-    assert error.startswith(f"epochgate: source 'clicks', epoch 0, file {bad}, column 'click_id'")
+    assert error.startswith(
+        f"epochgate: pipeline 'clicks', source 'clicks', worker 1, epoch 0, file {bad}, "
+        "column 'click_id'"
+    )
     assert error.endswith("; nothing was committed")
     assert not refused.spark_started
     for argv in (("run",), ("advance", "clicks", "1"), ("close", "clicks"), ("status",)):
