@@ -129,7 +129,25 @@ def _at(time: object) -> str:
     return "closed" if time is None else f"at epoch {time}"
 
 
-class TimeRegressionError(WorkerError):
+class WorkerTimeError(WorkerError):
+    """An input worker at ``current`` asked to act at ``requested``, which it may not."""
+
+    def __init__(
+        self,
+        node: str,
+        worker: int,
+        current: object,
+        requested: object,
+        text: str,
+        *,
+        pipeline: str | None = None,
+    ) -> None:
+        self.current = current
+        self.requested = requested
+        super().__init__(pipeline, node, worker, f", {_at(current)}: {text}")
+
+
+class TimeRegressionError(WorkerTimeError):
     """An input handle asked to move its capability below the time it is at (moving to the
     time it is at does nothing)."""
 
@@ -142,18 +160,14 @@ class TimeRegressionError(WorkerError):
         *,
         pipeline: str | None = None,
     ) -> None:
-        self.current = current
-        self.requested = requested
-        super().__init__(
-            pipeline,
-            node,
-            worker,
-            f", {_at(current)}: cannot advance to epoch {requested}; epochs only move forward "
-            "(advancing to the epoch it is at does nothing)",
+        text = (
+            f"cannot advance to epoch {requested}; epochs only move forward "
+            "(advancing to the epoch it is at does nothing)"
         )
+        super().__init__(node, worker, current, requested, text, pipeline=pipeline)
 
 
-class InvalidInputTimeError(WorkerError, InvalidTimeError):
+class InvalidInputTimeError(WorkerTimeError, InvalidTimeError):
     """An input handle given a value that is not a time of its graph (``"3"``, ``-1``)."""
 
     def __init__(
@@ -166,12 +180,10 @@ class InvalidInputTimeError(WorkerError, InvalidTimeError):
         *,
         pipeline: str | None = None,
     ) -> None:
-        self.current = current
-        self.requested = self.time = requested
+        self.time = requested
         self.reason = reason
-        super().__init__(
-            pipeline, node, worker, f", {_at(current)}: {requested!r} is not an epoch ({reason})"
-        )
+        text = f"{requested!r} is not an epoch ({reason})"
+        super().__init__(node, worker, current, requested, text, pipeline=pipeline)
 
 
 class ClosedHandleError(WorkerError):
@@ -211,7 +223,7 @@ class WorkerMovedError(WorkerError):
         )
 
 
-class EpochNotReachedError(WorkerError):
+class EpochNotReachedError(WorkerTimeError):
     """A correction for an epoch the input worker has not reached yet."""
 
     def __init__(
@@ -223,15 +235,11 @@ class EpochNotReachedError(WorkerError):
         *,
         pipeline: str | None = None,
     ) -> None:
-        self.current = current
-        self.requested = requested
-        super().__init__(
-            pipeline,
-            node,
-            worker,
-            f", {_at(current)}: cannot correct epoch {requested}, which it has not reached; "
-            "send() data for the epoch it is at",
+        text = (
+            f"cannot correct epoch {requested}, which it has not reached; "
+            "send() data for the epoch it is at"
         )
+        super().__init__(node, worker, current, requested, text, pipeline=pipeline)
 
 
 class LedgerError(ProgressError):

@@ -105,7 +105,9 @@ def test_sealed_epochs_keep_the_table_and_an_empty_frame_clears_it(ledger: Ledge
     """One worker of ``bank``'s ``card_payments``, read as a table."""
 
     def send(attempt: str, rows: int) -> None:
-        entry = MessageEntry("card_payments", 0, 0, attempt, f"/data/{attempt}", rows, 1)
+        at = ledger.worker_time("bank", "card_payments", 0)  # a send is at the worker's epoch
+        assert at is not None
+        entry = MessageEntry("card_payments", 0, at, attempt, f"/data/{attempt}", rows, 1)
         ledger.send("bank", "card_payments", 0, entry)
 
     def as_of(epoch: int) -> list[tuple[int, str]]:
