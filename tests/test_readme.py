@@ -17,14 +17,14 @@ BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 
 
 def python_blocks(text: str) -> list[tuple[int, str]]:
-    """Each ```python block of ``text`` with the line it starts on."""
+    """Each ```python block of ``text`` with the line its code starts on."""
     return [(text.count("\n", 0, m.start()) + 2, m.group(1)) for m in BLOCK.finditer(text)]
 
 
 @pytest.mark.unit
 def test_every_python_block_is_found() -> None:
     text = "a\n```python\nx = 1\n```\nb\n```sh\nls\n```\n```python\ny = 2\n```\n"
-    assert python_blocks(text) == [(3, "x = 1\n"), (9, "y = 2\n")]
+    assert python_blocks(text) == [(3, "x = 1\n"), (10, "y = 2\n")]
 
 
 @pytest.mark.spark
