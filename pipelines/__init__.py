@@ -9,6 +9,7 @@ What pipelines are written against:
 
 from __future__ import annotations
 
+from pipelines.aggregate import AggregateStage
 from pipelines.clock import AfterEpochEnd, ClockError, CloseRule, DoneMarkers, EpochClock, Explicit
 from pipelines.dataflow import Pipeline, Stream
 from pipelines.errors import (
@@ -19,8 +20,11 @@ from pipelines.errors import (
     RunFailedError,
     StageFailedError,
     StageNotReadyError,
+    StateReadError,
 )
 from pipelines.inputs import SourceInput
+from pipelines.lookup import Lookup, StateInfo
+from pipelines.partial import PartialState
 from pipelines.runtime import RunResult, RunStatus, Runtime
 from pipelines.sinks import SinkPublishError
 from pipelines.spark import SparkUnavailableError, spark_session
@@ -29,6 +33,7 @@ from pipelines.stages import (
     FeedbackStage,
     IterateStage,
     JoinStage,
+    KeyedStage,
     SinkStage,
     SourceStage,
     Stage,
@@ -56,7 +61,10 @@ __all__ = [
     "TransformStage",
     "UnionStage",
     "JoinStage",
+    "KeyedStage",
     "StatefulStage",
+    "AggregateStage",
+    "PartialState",
     "IterateStage",
     "FeedbackStage",
     "SinkStage",
@@ -71,6 +79,8 @@ __all__ = [
     "RunResult",
     "RunStatus",
     "SourceInput",
+    "Lookup",
+    "StateInfo",
     "spark_session",
     # errors
     "EpochgateError",
@@ -79,6 +89,7 @@ __all__ = [
     "InputValidationError",
     "StageNotReadyError",
     "StageFailedError",
+    "StateReadError",
     "RunFailedError",
     "BackfillIncompleteError",
     "SinkPublishError",

@@ -9,19 +9,29 @@ crash between the two commits are settled first, against what the ledger holds.
 
 The caller holds the stage's writer lock (``KeyedState.writer``) from before the carry until
 after its commit: one run of a stateful stage changes its state at a time, in any process.
+
+A partial stage's carry first drops the rows of its holes (keys it does not hold): they are
+neither applied nor passed downstream. After its commit, a stage with a key budget evicts the
+least recently read keys beyond it, here and in the partial stages below it.
+
+``replay_updates`` is the same fold for a few keys over many epochs at once: how an upquery
+re-derives a stateful stage's output for the keys it fills.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import StageFailedError
+from pipelines.partial import PartialState
 from pipelines.work import Produced, StageWork
+from state_store import PartialKeys
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 StateUpdate = Callable[["DataFrame", "DataFrame"], "DataFrame"]
@@ -38,37 +48,113 @@ def settle(work: StageWork, key: Sequence[str]) -> None:
 
 
 def carry(
-    work: StageWork, *, key: Sequence[str], schema: StructType, update: StateUpdate
+    work: StageWork,
+    *,
+    key: Sequence[str],
+    schema: StructType,
+    update: StateUpdate,
+    partial: PartialState | None,
 ) -> Produced:
-    """Run one epoch of a stateful stage (see the module docs)."""
-    p, stage, epoch = work.pipeline, work.stage, work.epoch
+    """Run one epoch of a keyed stage (see the module docs)."""
+    p, name, epoch = work.pipeline, work.stage, work.epoch
     assert isinstance(epoch, int)
     settle(work, key)
     batch = work.frames[0]
-    missing = [k for k in key if k not in batch.columns]
-    if missing:
-        raise StageFailedError(
-            stage,
-            epoch,
-            f"its input has no key column(s) {missing} to look state up by",
-            column=missing[0],
-        )
+    check_key_columns(name, epoch, batch, key, schema)
+    keys: list[str] = [f"{path}/*.parquet" for path in work.inputs[0][1]]
+    if partial is not None:
+        present = str(work.scratch_dir() / "present.parquet")
+        if keys and PartialKeys(work.state).export_present(p, name, key, present):
+            batch = batch.join(work.spark.read.parquet(present), on=list(key), how="leftsemi")
+            keys = [present]
+        else:
+            batch, keys = batch.limit(0), []
     state_file = work.scratch_dir() / "state.parquet"
-    keys = [f"{path}/*.parquet" for path in work.inputs[0][1]]
-    if keys and work.state.export_latest(p, stage, key, keys, str(state_file)):
+    if keys and work.state.export_latest(p, name, key, keys, str(state_file)):
         state = work.spark.read.schema(schema).parquet(str(state_file))
     else:
         state = work.spark.createDataFrame([], schema)
     out = update(batch, state)
-    check_state_columns(stage, epoch, out, schema)
+    check_state_columns(name, epoch, out, schema)
     produced = work.write(out.select(*schema.fieldNames()))
     (written,) = produced.files
-    work.state.stage(p, stage, epoch, work.attempt, f"{written.path}/*.parquet")
+    work.state.stage(p, name, epoch, work.attempt, f"{written.path}/*.parquet")
+    budget = partial.max_keys if partial is not None else None
+
+    def committed() -> None:
+        work.state.commit(p, name, key, work.attempt)
+        if budget is not None:
+            PartialKeys(work.state).evict(p, (name, *work.below), key, max_keys=budget)
+
     return dataclasses.replace(
         produced,
-        committed=lambda: work.state.commit(p, stage, key, work.attempt),
-        abandoned=lambda: work.state.abandon(p, stage, work.attempt),
+        committed=committed,
+        abandoned=lambda: work.state.abandon(p, name, work.attempt),
     )
+
+
+def replay_updates(
+    spark: SparkSession,
+    inputs: DataFrame,
+    *,
+    key: Sequence[str],
+    schema: StructType,
+    update: StateUpdate,
+) -> DataFrame:
+    """The output rows, with ``_epoch``, of a keyed fold over ``inputs`` (its input rows for a
+    few keys, with ``_epoch``): ``update`` applied epoch by epoch from no state, as the stage's
+    runs applied it. The rows are few (those of the keys asked for), so they are brought to the
+    driver and each epoch is one small Spark job."""
+    from pyspark.sql import types as T
+
+    columns = [f for f in inputs.schema.fields if f.name != "_epoch"]
+    batch_schema = T.StructType(columns)
+    by_epoch: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in inputs.collect():
+        named = row.asDict()
+        by_epoch[int(named.pop("_epoch"))].append(tuple(named[f.name] for f in columns))
+    state: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    by_name = [f.name for f in columns]
+    keyed = [by_name.index(k) for k in key]
+    names = schema.fieldNames()
+    at = [names.index(k) for k in key]
+    history: list[tuple[Any, ...]] = []
+    for epoch in sorted(by_epoch):
+        rows = by_epoch[epoch]
+        batch = spark.createDataFrame(rows, batch_schema)
+        moved = {tuple(r[i] for i in keyed) for r in rows}
+        carried = [v for k, v in state.items() if k in moved]
+        out = update(batch, spark.createDataFrame(carried, schema)).select(*names).collect()
+        for row in out:
+            values = tuple(row)
+            state[tuple(values[i] for i in at)] = values
+            history.append((*values, epoch))
+    out_schema = T.StructType([*schema.fields, T.StructField("_epoch", T.LongType())])
+    return spark.createDataFrame(history, out_schema)
+
+
+def check_key_columns(
+    stage: str, epoch: int, batch: DataFrame, key: Sequence[str], schema: StructType
+) -> None:
+    """Refuse an input without the key columns, or with them of other types than the state's."""
+    have = {f.name: f.dataType for f in batch.schema.fields}
+    for column in key:
+        if column not in have:
+            raise StageFailedError(
+                stage,
+                epoch,
+                f"its input has no key column {column!r} to look state up by",
+                column=column,
+            )
+        want = schema[column].dataType
+        if have[column] != want:
+            raise StageFailedError(
+                stage,
+                epoch,
+                f"key column {column!r} of its input is {have[column].simpleString()}, the "
+                f"state's is {want.simpleString()}",
+                column=column,
+            )
 
 
 def check_state_columns(stage: str, epoch: int, out: DataFrame, schema: StructType) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipelines.aggregate import AggregateStage, aggregations
 from pipelines.arguments import (
     check_columns,
     check_function,
@@ -33,7 +34,9 @@ from pipelines.arguments import (
 from pipelines.carry import StateUpdate
 from pipelines.clock import EXPLICIT, AfterEpochEnd, CloseRule, DoneMarkers, EpochClock, Explicit
 from pipelines.errors import PipelineDefinitionError
+from pipelines.families import check_reader
 from pipelines.iteration import RoundStep, Transform
+from pipelines.partial import PartialState, partial_setting
 from pipelines.sinks import check_sink_path
 from pipelines.stages import (
     DEFAULT_MAX_ROUNDS,
@@ -94,9 +97,24 @@ class Pipeline:
             raise PipelineDefinitionError(
                 self.name, stage.name, "delay must be an int >= 0", argument="delay"
             )
+        for upstream in stage.inputs:
+            self._check_partial(stage, self._stages[upstream])
         self._stages[stage.name] = stage
         self._compiled = None
         return Stream(self.name, stage.name)
+
+    def _check_partial(self, stage: Stage, upstream: Stage) -> None:
+        """Partial state stays below partial state keyed alike (``pipelines.partial``), and a
+        partial stage reads a stream, not a dimension's table."""
+        check_reader(self.name, stage, upstream)
+        if stage.partial is not None and isinstance(upstream, DimensionStage):
+            raise PipelineDefinitionError(
+                self.name,
+                stage.name,
+                f"a partial stage cannot read dimension source {upstream.name!r} (its table as "
+                "of each epoch is not a stream of rows to fill keys from); make it full",
+                argument="partial",
+            )
 
     def _input(self, stage: str, stream: Stream | str, argument: str = "input") -> str:
         """The stage ``stream`` names, which ``stage`` reads (given as ``argument``)."""
@@ -271,31 +289,94 @@ class Pipeline:
         key: Sequence[str],
         schema: StructType,
         update: StateUpdate,
+        partial: bool | PartialState = False,
     ) -> Stream:
         """A keyed stage whose state carries from epoch to epoch, processed strictly in order.
 
         ``schema`` is the state's columns (``key`` among them). ``update(batch, state)`` gets
         one epoch's input and the state rows of the keys in it (absent for new keys) and
         returns the new state rows of those keys: they replace the old ones and are the
-        stage's output for the epoch."""
+        stage's output for the epoch. ``update`` must treat each key on its own (a key's new
+        rows depend only on its own input and state).
+
+        ``partial=True`` (or ``PartialState(max_keys=N)``) keeps only the keys that are read
+        (see ``Runtime.lookup``); only partial stages keyed alike may read its output."""
         check_name(self.name, name)
         schema = check_schema(self.name, name, schema)
         keys = check_key(self.name, name, key, schema, required=True)
         check_function(self.name, name, "update", update)
         inputs = (self._input(name, input),)
-        have = self.columns(inputs[0])
+        self._check_input_keys(name, inputs[0], keys, schema)
+        return self._add(
+            StatefulStage(
+                name=name,
+                inputs=inputs,
+                key=keys,
+                schema=schema,
+                update=update,
+                partial=partial_setting(self.name, name, partial),
+            )
+        )
+
+    def aggregate(
+        self,
+        name: str,
+        input: Stream | str,
+        *,
+        key: Sequence[str],
+        aggs: Mapping[str, tuple[str, str | None]],
+        partial: bool | PartialState = False,
+    ) -> Stream:
+        """Keyed running aggregates: for each key, ``aggs`` (``{name: (function, column)}``,
+        functions ``sum``, ``count``, ``min``, ``max``; ``("count", None)`` counts rows) over
+        every input row of the key up to the epoch. Its output at an epoch is the new values of
+        the keys that epoch moved; ``partial`` as for ``stateful``."""
+        check_name(self.name, name)
+        keys = check_columns(self.name, name, "key", key)
+        if not keys:
+            raise PipelineDefinitionError(
+                self.name, name, "an aggregate stage needs key columns", argument="key"
+            )
+        inputs = (self._input(name, input),)
+        self._check_input_keys(name, inputs[0], keys, None)
+        specs = aggregations(self.name, name, aggs, keys, self.columns(inputs[0]))
+        return self._add(
+            AggregateStage(
+                name=name,
+                inputs=inputs,
+                key=keys,
+                aggs=specs,
+                partial=partial_setting(self.name, name, partial),
+            )
+        )
+
+    def _check_input_keys(
+        self, name: str, upstream: str, keys: tuple[str, ...], schema: StructType | None
+    ) -> None:
+        """Key columns must be in the input, by name, and of the state's types where both the
+        input's and the state's are declared."""
+        have = self.columns(upstream)
         missing = [k for k in keys if k not in have] if have is not None else []
         if missing:  # matched exactly, as its run looks state up by them
             raise PipelineDefinitionError(
                 self.name,
                 name,
-                f"key columns {missing} not in its input {inputs[0]!r}, whose columns are "
+                f"key columns {missing} not in its input {upstream!r}, whose columns are "
                 f"{', '.join(have or ())}",
                 argument="key",
             )
-        return self._add(
-            StatefulStage(name=name, inputs=inputs, key=keys, schema=schema, update=update)
-        )
+        declared = self.stage(upstream).schema
+        if schema is None or declared is None:
+            return
+        for k in keys:
+            if k in declared.fieldNames() and declared[k].dataType != schema[k].dataType:
+                raise PipelineDefinitionError(
+                    self.name,
+                    name,
+                    f"key column {k!r} is {declared[k].dataType.simpleString()} in its input "
+                    f"{upstream!r} and {schema[k].dataType.simpleString()} in its schema",
+                    argument="key",
+                )
 
     def iterate(
         self,
@@ -339,6 +420,7 @@ class Pipeline:
         if self._feedback[name] is not None:
             raise PipelineDefinitionError(self.name, name, "this feedback is already connected")
         source = self._input(name, stream, "stream")
+        self._check_partial(self._stages[name], self._stages[source])
         self._feedback[name] = source
         self._stages[name] = with_inputs(self._stages[name], (source,))
         self._compiled = None

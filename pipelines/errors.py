@@ -103,6 +103,18 @@ class StageNotReadyError(PipelineError):
         super().__init__(f"stage {stage!r} is not ready for epoch {epoch}: {why}")
 
 
+class StateReadError(PipelineError):
+    """A read, eviction or question about a stage's keyed state that cannot be served (not a
+    keyed stage, a key of the wrong shape or type, an eviction from a full stage). Nothing was
+    read or changed. ``key`` is the key involved, when one is."""
+
+    def __init__(self, stage: str, reason: str, *, key: object = None) -> None:
+        self.stage = stage
+        self.reason = reason
+        self.key = key
+        super().__init__(f"stage {stage!r}: {reason}")
+
+
 class StageFailedError(PipelineError):
     """A stage's function or write failed; nothing of the run was committed. ``column`` names
     the column involved, when one is."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError, first_line
+from pipelines.families import followers
 from pipelines.iteration import RoundCallback
 from pipelines.results import RunResult, RunStatus
 from pipelines.spark import LazySpark, SparkFactory
@@ -156,6 +157,7 @@ class Executor:
             read_schemas=[self.pipeline.stage(u).schema for u in stage.inputs],
             empty=empty,
             on_round=self.on_round,
+            below=tuple(followers(self.pipeline.stages, stage.name)) if stage.partial else (),
         )
         return Admitted(stage, epoch, batch, revision, run_id, work, started)
 

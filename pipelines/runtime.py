@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack, nullcontext
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipelines.dataflow import Pipeline
 from pipelines.errors import (
@@ -29,8 +30,10 @@ from pipelines.errors import (
     StageNotReadyError,
 )
 from pipelines.executor import Admitted, Executor, Worked, run_key
+from pipelines.families import lock_name
 from pipelines.inputs import SourceInput
 from pipelines.iteration import RoundCallback
+from pipelines.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.results import RunResult, RunStatus
 from pipelines.settings import STATE_FILE, state_path
 from pipelines.sinks import SinkDirectory, publish_committed
@@ -162,10 +165,12 @@ class Runtime:
         """Hold the right to run ``stage_name`` when it holds state (its epochs read the state
         the one before left, so one run of it at a time, in any process); else nothing.
         Runs of this Runtime take it themselves; hold it to keep it across several runs.
-        Never take it inside a ledger session: a holder may wait for the ledger."""
+        Never take it inside a ledger session: a holder may wait for the ledger. The partial
+        stages keyed alike share one (``pipelines.families.lock_name``): their epoch runs, fills
+        and evictions never interleave."""
         if not self.pipeline.stage(stage_name).holds_state:
             return nullcontext()
-        return self.state.writer(self.pipeline.name, stage_name)
+        return self.state.writer(self.pipeline.name, lock_name(self.pipeline.stages, stage_name))
 
     # -- runs ----------------------------------------------------------------------------------
 
@@ -340,6 +345,37 @@ class Runtime:
         """What keeps ``stage_name`` from running ``epoch``, one sentence per holder ("source
         orders, worker 0, still holds epoch 1"); none when it is ready or done."""
         return [h.text for h in self.ledger.blockers(self.pipeline.name, stage_name, epoch)]
+
+    # -- keyed state ---------------------------------------------------------------------------
+
+    def lookup(
+        self,
+        stage: str,
+        keys: Sequence[Any],
+        *,
+        as_of: int | None = None,
+        wait: float | bool = False,
+    ) -> Lookup:
+        """The state rows of ``keys`` (scalars for a one-column key, else tuples in key-column
+        order) in a stateful or aggregate stage, as of epoch ``as_of`` (None: the last it has
+        processed). A partial stage fills its holes among them with one upquery first. An epoch
+        the stage has not processed yet raises ``StageNotReadyError`` naming what holds it, at
+        once or after waiting ``wait`` seconds for another process to run it."""
+        return self._reads.lookup(stage, keys, as_of, wait)
+
+    def evict(self, stage: str, keys: Sequence[Any]) -> list[Any]:
+        """Turn present keys of a partial stage into holes, there and in the partial stages
+        below it (their state and history deleted); returns the keys that were present."""
+        return self._reads.evict(stage, keys)
+
+    def state_info(self, stage: str) -> StateInfo:
+        """A keyed stage's state: partial or not, present keys, rows, bytes, and the hits,
+        misses, upqueries and evictions of its reads."""
+        return self._reads.state_info(stage)
+
+    @cached_property
+    def _reads(self) -> KeyedReads:
+        return KeyedReads(self)
 
     # -- outputs -------------------------------------------------------------------------------
 

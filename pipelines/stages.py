@@ -13,6 +13,7 @@ is one new spec.
     UnionStage     all rows of several inputs    (catalogs their files when their columns match)
     JoinStage      left joined with right        (same epoch of both; a dimension as of it)
     StatefulStage  keyed state carried on        (update(batch, state); epochs strictly in order)
+    AggregateStage keyed running aggregates      (sum, count, min, max of every row so far)
     IterateStage   rounds to a fixed point       (a nested scope at Product(epoch, round))
     FeedbackStage  a later stage's output back   (delayed: a loop must advance time)
     SinkStage      each epoch shown at a path    (published after its commit; no output)
@@ -29,10 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pipelines.arguments import join_kind, missing_columns
-from pipelines.carry import StateUpdate, carry
+from pipelines.carry import StateUpdate, carry, replay_updates
 from pipelines.clock import EXPLICIT, CloseRule
 from pipelines.errors import StageFailedError
 from pipelines.iteration import Rounds, RoundStep, Transform, pending_paths, scope_graph
+from pipelines.partial import PartialState
 from pipelines.sinks import SinkDirectory, resolve_sink_path
 from pipelines.work import Produced, StageWork, Written
 from progress import Graph, Time
@@ -40,7 +42,7 @@ from progress.ledger import Ledger, MessageRecord, scope_name
 from state_store import KeyedState
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 DEFAULT_MAX_ROUNDS = 100
@@ -64,6 +66,8 @@ class Stage:
     """The declared columns of its output, when it declares them."""
     key: tuple[str, ...] = field(default=(), init=False)
     """Key columns: never null in a source, the state's key in a stateful stage."""
+    partial: PartialState | None = field(default=None, init=False)
+    """For a keyed stage that keeps only the keys that are read: how (see ``pipelines.partial``)."""
 
     kind: ClassVar[str]
     """The kind's name, as shown to people (the catalog, metadata). Never switched on."""
@@ -276,23 +280,15 @@ class JoinStage(Stage):
 
 
 @dataclass(frozen=True, kw_only=True)
-class StatefulStage(Stage):
-    """A keyed stage whose state carries from epoch to epoch, processed strictly in order."""
+class KeyedStage(Stage):
+    """A stage with keyed state carried from epoch to epoch, processed strictly in order: its
+    output at an epoch is the new state rows of the keys its input moved. ``lookup`` reads its
+    state by key; a partial one keeps only the keys that are read (``pipelines.partial``)."""
 
     key: tuple[str, ...]
-    schema: StructType
-    """The state's columns (``key`` among them): also the stage's output."""
-    update: StateUpdate
+    partial: PartialState | None = None
 
-    kind: ClassVar[str] = "stateful"
     holds_state: ClassVar[bool] = True
-
-    @property
-    def code(self) -> Callable[..., object]:
-        return self.update
-
-    def summary(self) -> str:
-        return f"Stateful stage keyed by {', '.join(self.key)} (state carries to the next epoch)"
 
     def revision_epochs(
         self, state: KeyedState, pipeline: str, requested: Sequence[Time], done: Sequence[Time]
@@ -305,8 +301,46 @@ class StatefulStage(Stage):
         state.rewind(pipeline, self.name, self.key, first)
         return [e for e in sorted(done) if isinstance(e, int) and e >= first]
 
+    def summary(self) -> str:
+        text = f"{self.kind.capitalize()} stage keyed by {', '.join(self.key)} " + self.carries
+        if self.partial is not None:
+            bound = self.partial.max_keys
+            text += "; partial: keeps only the keys that are read" + (
+                f" (at most {bound})" if bound else ""
+            )
+        return text
+
+    carries: ClassVar[str] = "(state carries to the next epoch)"
+
+    def rederive(self, spark: SparkSession, inputs: DataFrame) -> DataFrame:
+        """Its output rows for the keys in ``inputs`` at every epoch, from its input rows for
+        them (``inputs`` has an ``_epoch`` column; so has the result): what an upquery fills a
+        hole with, and what a partial stage below this one reads for the same keys."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatefulStage(KeyedStage):
+    """A keyed stage whose state carries from epoch to epoch, processed strictly in order."""
+
+    schema: StructType
+    """The state's columns (``key`` among them): also the stage's output."""
+    update: StateUpdate
+
+    kind: ClassVar[str] = "stateful"
+
+    @property
+    def code(self) -> Callable[..., object]:
+        return self.update
+
     def compute(self, work: StageWork) -> Produced:
-        return carry(work, key=self.key, schema=self.schema, update=self.update)
+        return carry(
+            work, key=self.key, schema=self.schema, update=self.update, partial=self.partial
+        )
+
+    def rederive(self, spark: SparkSession, inputs: DataFrame) -> DataFrame:
+        """Its update applied epoch by epoch to the keys' rows (one small job per epoch)."""
+        return replay_updates(spark, inputs, key=self.key, schema=self.schema, update=self.update)
 
 
 @dataclass(frozen=True, kw_only=True)

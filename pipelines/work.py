@@ -85,6 +85,9 @@ class StageWork:
     empty: list[StructType | None]
     """Per input port without data at this epoch: the schema of its empty frame."""
     on_round: RoundCallback | None = None
+    below: tuple[str, ...] = ()
+    """The stages below this one that read its output, directly or not (for a partial stage:
+    the partial stages keyed like it, which an eviction follows)."""
     scratch: list[Path] = field(default_factory=list)
     """Directories to remove when the run's work is over, committed or not."""
 

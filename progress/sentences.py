@@ -59,3 +59,12 @@ def must_first_run(stage: str, time: Time, waiting: int) -> str:
     'balances must first run epoch 3 (2 message(s) waiting)'
     """
     return f"{stage} must first run {describe_time(time)} ({waiting} message(s) waiting)"
+
+
+def ready_not_run(stage: str, time: Time) -> str:
+    """The stage asked about is ready for ``time`` and has not run it yet.
+
+    >>> ready_not_run("balances", 3)
+    'balances is ready for epoch 3 and has not run it yet'
+    """
+    return f"{stage} is ready for {describe_time(time)} and has not run it yet"

@@ -1,8 +1,9 @@
-"""Keyed state of stateful stages, with history by epoch (full state only: partial state,
-upqueries and eviction are not built yet)."""
+"""Keyed state of stateful and aggregate stages, with history by epoch; for partial stages,
+their present keys and the fills and evictions of keys."""
 
 from __future__ import annotations
 
 from state_store.keyed import KeyedState, StateStoreError
+from state_store.partial import Key, PartialKeys, StateCounts, StateRead
 
-__all__ = ["KeyedState", "StateStoreError"]
+__all__ = ["Key", "KeyedState", "PartialKeys", "StateCounts", "StateRead", "StateStoreError"]

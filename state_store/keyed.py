@@ -36,7 +36,13 @@ class StateStoreError(EpochgateError):
     """A state store request that cannot be served."""
 
 
-def _ident(*parts: str) -> str:
+def parquet(files: str) -> str:
+    """SQL reading Parquet ``files`` (a parameter or a quoted literal) as they are: the
+    ``key=value`` directories of the data plane are not columns."""
+    return f"read_parquet({files}, hive_partitioning = false)"
+
+
+def ident(*parts: str) -> str:
     """A quoted table name from identifiers (pipeline and stage names are validated as such)."""
     name = "__".join(parts)
     if not name.replace("__", "_").isidentifier():
@@ -85,7 +91,7 @@ class KeyedState:
             lock.release()
 
     @contextmanager
-    def _connect(self) -> Iterator[Any]:
+    def connect(self) -> Iterator[Any]:
         with self._file.open() as con:
             con.execute(
                 "CREATE TABLE IF NOT EXISTS attempts (pipeline VARCHAR, stage VARCHAR, "
@@ -101,7 +107,7 @@ class KeyedState:
             con.execute("COMMIT")
 
     @staticmethod
-    def _exists(con: Any, table: str) -> bool:
+    def exists(con: Any, table: str) -> bool:
         name = table.strip('"')
         # fetchall: a partly fetched result blocks the relation API on this connection.
         rows = con.execute(
@@ -122,30 +128,30 @@ class KeyedState:
         """Write the latest committed rows of the keys found in ``keys_file`` (Parquet files or
         globs with the key columns among theirs) to ``out_file``. Returns False when the stage
         has no state yet (nothing written)."""
-        latest = _ident(pipeline, stage, "latest")
-        with self._connect() as con:
-            if not self._exists(con, latest):
+        latest = ident(pipeline, stage, "latest")
+        with self.connect() as con:
+            if not self.exists(con, latest):
                 return False
             using = ", ".join(f'"{k}"' for k in key)
             con.sql(
                 f"SELECT l.* EXCLUDE (_epoch) FROM {latest} l "
-                f"SEMI JOIN read_parquet($keys) k USING ({using})",
+                f"SEMI JOIN {parquet('$keys')} k USING ({using})",
                 params={"keys": keys_file if isinstance(keys_file, str) else list(keys_file)},
             ).write_parquet(out_file)
         return True
 
     def stage(self, pipeline: str, stage: str, epoch: int, attempt: str, rows_file: str) -> None:
         """Record an attempt's new state rows for ``epoch``, not yet part of the state."""
-        history = _ident(pipeline, stage, "history")
-        with self._connect() as con:
-            if not self._exists(con, history):
+        history = ident(pipeline, stage, "history")
+        with self.connect() as con:
+            if not self.exists(con, history):
                 con.execute(
                     f"CREATE TABLE {history} AS SELECT *, 0::BIGINT AS _epoch, "
-                    "''::VARCHAR AS _attempt FROM read_parquet(?) LIMIT 0",
+                    f"''::VARCHAR AS _attempt FROM {parquet('?')} LIMIT 0",
                     [rows_file],
                 )
             con.execute(
-                f"INSERT INTO {history} SELECT *, ?, ? FROM read_parquet(?)",
+                f"INSERT INTO {history} SELECT *, ?, ? FROM {parquet('?')}",
                 [epoch, attempt, rows_file],
             )
             con.execute(
@@ -155,10 +161,10 @@ class KeyedState:
 
     def commit(self, pipeline: str, stage: str, key: Sequence[str], attempt: str) -> None:
         """Make a staged attempt part of the state: its rows become the keys' latest values."""
-        history = _ident(pipeline, stage, "history")
-        latest = _ident(pipeline, stage, "latest")
+        history = ident(pipeline, stage, "history")
+        latest = ident(pipeline, stage, "latest")
         using = ", ".join(f'"{k}"' for k in key)
-        with self._connect() as con:
+        with self.connect() as con:
             rows = con.execute(
                 "SELECT committed, epoch FROM attempts "
                 "WHERE pipeline = ? AND stage = ? AND attempt = ?",
@@ -168,7 +174,7 @@ class KeyedState:
                 raise StateStoreError(f"{pipeline}.{stage}: attempt {attempt!r} was never staged")
             if rows[0][0]:
                 return
-            if not self._exists(con, latest):
+            if not self.exists(con, latest):
                 con.execute(
                     f"CREATE TABLE {latest} AS SELECT * EXCLUDE (_attempt) FROM {history} LIMIT 0"
                 )
@@ -191,11 +197,11 @@ class KeyedState:
 
     def rewind(self, pipeline: str, stage: str, key: Sequence[str], epoch: int) -> None:
         """Make ``latest`` the state as of ``epoch - 1`` (before a revision from ``epoch``)."""
-        history = _ident(pipeline, stage, "history")
-        latest = _ident(pipeline, stage, "latest")
+        history = ident(pipeline, stage, "history")
+        latest = ident(pipeline, stage, "latest")
         partition = ", ".join(f'h."{k}"' for k in key)
-        with self._connect() as con:
-            if not self._exists(con, latest):
+        with self.connect() as con:
+            if not self.exists(con, latest):
                 return
             con.execute(f"DELETE FROM {latest}")
             con.execute(
@@ -212,7 +218,7 @@ class KeyedState:
         self, pipeline: str, stage: str, key: Sequence[str], committed: Callable[[int, str], bool]
     ) -> None:
         """After a crash: commit staged attempts the ledger committed; drop the others."""
-        with self._connect() as con:
+        with self.connect() as con:
             pending = con.execute(
                 "SELECT epoch, attempt FROM attempts "
                 "WHERE pipeline = ? AND stage = ? AND NOT committed ORDER BY epoch",
@@ -226,9 +232,9 @@ class KeyedState:
 
     def abandon(self, pipeline: str, stage: str, attempt: str) -> None:
         """Forget a staged attempt that will never be committed."""
-        history = _ident(pipeline, stage, "history")
-        with self._connect() as con:
-            if self._exists(con, history):
+        history = ident(pipeline, stage, "history")
+        with self.connect() as con:
+            if self.exists(con, history):
                 con.execute(f"DELETE FROM {history} WHERE _attempt = ?", [attempt])
             con.execute(
                 "DELETE FROM attempts WHERE pipeline = ? AND stage = ? AND attempt = ?",
@@ -239,10 +245,10 @@ class KeyedState:
         self, pipeline: str, stage: str, key: dict[str, Any], epoch: int
     ) -> dict[str, Any] | None:
         """The value of one key as of ``epoch`` (its newest committed row at or before it)."""
-        history = _ident(pipeline, stage, "history")
+        history = ident(pipeline, stage, "history")
         where = " AND ".join(f'h."{k}" = $key_{i}' for i, k in enumerate(key))
-        with self._connect() as con:
-            if not self._exists(con, history):
+        with self.connect() as con:
+            if not self.exists(con, history):
                 return None
             cursor = con.execute(
                 f"SELECT h.* EXCLUDE (_attempt) FROM {history} h JOIN attempts a "

@@ -1,0 +1,198 @@
+"""Upqueries: filling the holes of a partial stage from its committed input.
+
+A fill of keys K at a partial stage S is one Spark job over S's input messages at every epoch up
+to S's last processed one, filtered by K and batched across keys, whose rows the stage's kind
+turns into its output history for K (``KeyedStage.rederive``: one pass for an aggregate, one
+small job per epoch for a stateful fold). That history becomes K's state, epoch by epoch, and K
+becomes present, in one state-store transaction: the response is a snapshot of every input
+message up to that epoch and none later (invariant 5c).
+
+Below another partial stage U, S's input for K was never written (U dropped K's rows while K was
+a hole there), so the fill recurses: U re-derives its output history for K from its own input
+first, fills its holes among K (a key present below is present above, invariant 5d), and S
+re-derives from that. The caller holds the family's right to change state (``Runtime.exclusive``)
+so no epoch run, fill or eviction of the family interleaves; and a stage of the chain that is
+behind the one above it first runs the epochs it is behind, so the chain is filled as of one
+epoch.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from functools import reduce
+from operator import and_, or_
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pipelines.errors import StageNotReadyError
+from pipelines.families import chain
+from pipelines.stages import KeyedStage
+from progress import Target
+from state_store import Key, PartialKeys
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from pipelines.dataflow import Pipeline
+    from pipelines.executor import Executor
+    from pipelines.results import RunResult
+    from pipelines.storage import DataStore
+    from progress import Time
+    from progress.ledger import Ledger
+    from state_store import KeyedState
+
+EPOCH = "_epoch"
+"""The column that tags each row of a history with its epoch."""
+
+
+def key_filter(key: Sequence[str], keys: Sequence[Key]) -> Column:
+    """Rows of any of ``keys`` (one ``isin`` for a one-column key: pushed into the scan)."""
+    from pyspark.sql import functions as F
+
+    if len(key) == 1:
+        wanted: Column = F.col(key[0]).isin([k[0] for k in keys])
+        return wanted
+    each: list[Column] = [
+        reduce(and_, (F.col(c) == v for c, v in zip(key, k, strict=True))) for k in keys
+    ]
+    return reduce(or_, each)
+
+
+class Host(Protocol):
+    """What fills and reads of keyed state use of the runtime they serve."""
+
+    pipeline: Pipeline
+    ledger: Ledger
+    state: KeyedState
+    store: DataStore
+    executor: Executor
+
+    @property
+    def spark(self) -> SparkSession: ...
+
+    def run_stage(self, stage_name: str, epoch: Time) -> RunResult: ...
+
+    def exclusive(self, stage_name: str) -> AbstractContextManager[None]: ...
+
+    def blockers(self, stage_name: str, epoch: Time) -> list[str]: ...
+
+
+class Upquery:
+    """Fills holes of the partial stages of one runtime (see the module docs)."""
+
+    def __init__(self, runtime: Host) -> None:
+        self.rt = runtime
+        self.partial = PartialKeys(runtime.state)
+
+    @property
+    def _p(self) -> str:
+        return self.rt.pipeline.name
+
+    def last_epoch(self, stage: str) -> int | None:
+        """The last epoch ``stage`` has processed: its last run's; for a partial stage that has
+        run none (one added to a pipeline with history), the epoch before the first its input
+        may still bring, since every key is a hole until read. None before any."""
+        done = [e for e in self.rt.ledger.done_epochs(self._p, stage) if isinstance(e, int)]
+        if done:
+            return max(done)
+        if self.rt.pipeline.stage(stage).partial is None:
+            return None
+        frontier = self.rt.ledger.tracker(self._p).frontier(Target(stage, 0))
+        firsts = [t for t in frontier.elements if isinstance(t, int)]
+        if firsts:
+            return min(firsts) - 1 if min(firsts) > 0 else None
+        upstream = self.rt.pipeline.stage(stage).inputs[0]
+        times = [m.time for m in self.rt.ledger.messages(self._p, upstream, 0)]
+        ints = [t for t in times if isinstance(t, int)]
+        return max(ints) if ints else None
+
+    def fill(self, stage: str, keys: Sequence[Key]) -> int | None:
+        """Fill ``keys`` at ``stage`` and the partial stages above it; returns the epoch the
+        fill is as of (None: the stage has processed none, and the keys are filled empty)."""
+        stages = self.rt.pipeline.stages
+        members = chain(stages, stage)  # nearest first, up to the family's root
+        self._catch_up(members)
+        scratch = self.rt.store.root / self._p / stage / f".upquery-{uuid.uuid4().hex[:12]}"
+        scratch.mkdir(parents=True, exist_ok=True)
+        try:
+            history: DataFrame | None = None
+            as_of: int | None = None
+            for name in reversed(members):  # from the root down
+                spec = stages[name]
+                assert isinstance(spec, KeyedStage)
+                as_of = self.last_epoch(name)
+                inputs = self._input_rows(spec, keys, as_of) if history is None else history
+                if as_of is not None:
+                    inputs = inputs.where(inputs[EPOCH] <= as_of)
+                out = spec.rederive(self.rt.spark, inputs)
+                path = scratch / name
+                out.write.parquet(str(path / "history"))
+                history = self.rt.spark.read.parquet(str(path / "history"))
+                self._keys_file(spec, keys, history, path / "keys")
+                self.partial.fill(
+                    self._p,
+                    name,
+                    spec.key,
+                    keys_file=str(path / "keys" / "*.parquet"),
+                    history_file=str(path / "history" / "*.parquet"),
+                    as_of=-1 if as_of is None else as_of,
+                )
+            return as_of
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    def _catch_up(self, members: list[str]) -> None:
+        """Run the epochs a stage of the chain is behind the one above it (from the root
+        down), so every stage of it has processed the same epochs."""
+        for upper, lower in reversed(list(zip(members[1:], members[:-1], strict=True))):
+            upper_last = self.last_epoch(upper)
+            lower_last = self.last_epoch(lower)
+            if upper_last is None:
+                continue
+            start = 0 if lower_last is None else lower_last + 1
+            for epoch in range(start, upper_last + 1):
+                try:
+                    self.rt.run_stage(lower, epoch)
+                except StageNotReadyError:
+                    break
+
+    def _input_rows(self, stage: KeyedStage, keys: Sequence[Key], as_of: int | None) -> DataFrame:
+        """The rows of ``keys`` in ``stage``'s input messages at every epoch up to ``as_of``,
+        tagged with their epoch: one scan per epoch, filtered by key before anything else."""
+        from pyspark.sql import functions as F
+
+        upstream = stage.inputs[0]
+        declared = self.rt.pipeline.stage(upstream).schema
+        by_time: dict[int, list[str]] = {}
+        if as_of is not None:
+            for m in self.rt.ledger.messages(self._p, upstream, 0):
+                if m.path and isinstance(m.time, int) and m.time <= as_of:
+                    by_time.setdefault(m.time, []).append(m.path)
+        wanted = key_filter(stage.key, keys)
+        reader = self.rt.spark.read
+        if declared is not None:
+            reader = reader.schema(declared)
+        scans = [
+            reader.parquet(*paths).where(wanted).withColumn(EPOCH, F.lit(t).cast("bigint"))
+            for t, paths in sorted(by_time.items())
+        ]
+        if scans:
+            return reduce(lambda a, b: a.unionByName(b), scans)
+        schema = self.rt.executor.schema_of(upstream)
+        if schema is None:
+            schema = self.rt.spark.createDataFrame([], "x int").schema
+        empty = self.rt.spark.createDataFrame([], schema)
+        return empty.withColumn(EPOCH, F.lit(0).cast("bigint"))
+
+    def _keys_file(
+        self, stage: KeyedStage, keys: Sequence[Key], history: DataFrame, path: Path
+    ) -> None:
+        """The keys asked, as Parquet with the key columns' types (so a key with no rows, an
+        empty answer, fills too)."""
+        from pyspark.sql import types as T
+
+        fields = T.StructType([history.schema[k] for k in stage.key])
+        self.rt.spark.createDataFrame([tuple(k) for k in keys], fields).write.parquet(str(path))
