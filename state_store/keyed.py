@@ -57,6 +57,7 @@ class KeyedState:
         self.path = Path(path)
         self._file = AttachedFile(self.path, lock_timeout)
         self._writing: dict[tuple[str, str], int] = {}
+        self._created = False
 
     def writer_lock_path(self, pipeline: str, stage: str) -> Path:
         """The lock file that ``writer`` holds for one stage."""
@@ -92,12 +93,20 @@ class KeyedState:
 
     @contextmanager
     def connect(self) -> Iterator[Any]:
+        """One transaction on the file (its tables of every stage created on first use)."""
         with self._file.open() as con:
-            con.execute(
-                "CREATE TABLE IF NOT EXISTS attempts (pipeline VARCHAR, stage VARCHAR, "
-                "epoch BIGINT, attempt VARCHAR, committed BOOLEAN, replaced BOOLEAN, "
-                "PRIMARY KEY (pipeline, stage, attempt))"
-            )
+            if not self._created:
+                con.execute(
+                    "CREATE TABLE IF NOT EXISTS attempts (pipeline VARCHAR, stage VARCHAR, "
+                    "epoch BIGINT, attempt VARCHAR, committed BOOLEAN, replaced BOOLEAN, "
+                    "PRIMARY KEY (pipeline, stage, attempt))"
+                )
+                con.execute(
+                    "CREATE TABLE IF NOT EXISTS partial_stats (pipeline VARCHAR, stage VARCHAR, "
+                    "hits BIGINT, misses BIGINT, upqueries BIGINT, evictions BIGINT, "
+                    "PRIMARY KEY (pipeline, stage))"
+                )
+                self._created = True
             con.execute("BEGIN TRANSACTION")
             try:
                 yield con
@@ -105,6 +114,14 @@ class KeyedState:
                 con.execute("ROLLBACK")
                 raise
             con.execute("COMMIT")
+
+    @staticmethod
+    def tables(con: Any) -> set[str]:
+        """The names of the file's tables, in one look."""
+        rows = con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+        ).fetchall()
+        return {r[0] for r in rows}
 
     @staticmethod
     def exists(con: Any, table: str) -> bool:

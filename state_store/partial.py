@@ -24,6 +24,8 @@ from state_store.keyed import KeyedState, ident, parquet
 Key = tuple[Any, ...]
 
 COUNTERS = ("hits", "misses", "upqueries", "evictions")
+INLINE_KEYS = 256
+"""Up to this many keys, a read names them in its SQL; more go through a temporary table."""
 SAMPLE_ROWS = 10_000
 """Rows sampled to estimate the bytes of a state table."""
 
@@ -67,16 +69,7 @@ class PartialKeys:
         self.state = state
 
     @staticmethod
-    def _stats(con: Any) -> None:
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS partial_stats (pipeline VARCHAR, stage VARCHAR, "
-            "hits BIGINT, misses BIGINT, upqueries BIGINT, evictions BIGINT, "
-            "PRIMARY KEY (pipeline, stage))"
-        )
-
-    @staticmethod
     def _count(con: Any, pipeline: str, stage: str, **counts: int) -> None:
-        PartialKeys._stats(con)
         con.execute(
             "INSERT OR IGNORE INTO partial_stats VALUES (?, ?, 0, 0, 0, 0)", [pipeline, stage]
         )
@@ -105,6 +98,23 @@ class PartialKeys:
             [v for k in keys for v in k],
         )
         return "temp.asked"
+
+    @classmethod
+    def _of(
+        cls, con: Any, key: Sequence[str], keys: Sequence[Key], alias: str
+    ) -> tuple[str, list[Any]]:
+        """A condition on ``alias``'s rows: one of ``keys``. A few keys are inlined (no table
+        to create: a read of one key stays cheap); many go through ``_asked``."""
+        if not keys:
+            return "false", []
+        if len(keys) > INLINE_KEYS:
+            asked = cls._asked(con, key, keys)
+            return f"EXISTS (SELECT 1 FROM {asked} a WHERE {_matches(key, alias, 'a')})", []
+        if len(key) == 1:
+            marks = ", ".join("?" for _ in keys)
+            return f'{alias}."{key[0]}" IN ({marks})', [k[0] for k in keys]
+        one = "(" + " AND ".join(f'{alias}."{c}" = ?' for c in key) + ")"
+        return "(" + " OR ".join(one for _ in keys) + ")", [v for k in keys for v in k]
 
     def last_epoch(self, pipeline: str, stage: str) -> int | None:
         """The last epoch whose run of ``stage`` the state holds (committed)."""
@@ -144,42 +154,41 @@ class PartialKeys:
                 as_of is not None and last is not None and as_of > last
             ):
                 return StateRead([], frozenset(), last)  # not answerable here: nothing marked
-            asked = self._asked(con, key, keys)
+            tables = self.state.tables(con)
             found: frozenset[Key] = frozenset(keys)
             if partial:
                 found = frozenset()
-                if self.state.exists(con, present):
+                if present.strip('"') in tables:
+                    where, params = self._of(con, key, keys, "p")
                     rows = con.execute(
-                        f"SELECT {_columns(key, 'p')} FROM {present} p "
-                        f"SEMI JOIN {asked} a ON {_matches(key, 'p', 'a')}"
+                        f"UPDATE {present} p SET _read = ? WHERE {where} "
+                        f"RETURNING {_columns(key, 'p')}",
+                        [time.time_ns() // 1000, *params],
                     ).fetchall()
                     found = frozenset(tuple(r) for r in rows)
-                    con.execute(
-                        f"UPDATE {present} p SET _read = ? FROM {asked} a "
-                        f"WHERE {_matches(key, 'p', 'a')}",
-                        [time.time_ns() // 1000],
-                    )
                 if count:
                     self._count(con, pipeline, stage, hits=len(found))
             elif count:
                 self._count(con, pipeline, stage, hits=len(keys))
             out: list[dict[str, Any]] = []
             if as_of is None or as_of == last:
-                if self.state.exists(con, latest):
+                if latest.strip('"') in tables:
+                    where, params = self._of(con, key, keys, "l")
                     cursor = con.execute(
-                        f"SELECT l.* EXCLUDE (_epoch) FROM {latest} l "
-                        f"SEMI JOIN {asked} a ON {_matches(key, 'l', 'a')}"
+                        f"SELECT l.* EXCLUDE (_epoch) FROM {latest} l WHERE {where}", params
                     )
                     out = _dicts(cursor)
-            elif self.state.exists(con, history):
+            elif history.strip('"') in tables:
+                where, params = self._of(con, key, keys, "h")
                 cursor = con.execute(
                     f"SELECT * EXCLUDE (_epoch, _attempt, _rank) FROM (SELECT h.*, "
                     f"row_number() OVER (PARTITION BY {_columns(key, 'h')} "
                     "ORDER BY h._epoch DESC) AS _rank "
-                    f"FROM {history} h SEMI JOIN {asked} a ON {_matches(key, 'h', 'a')} "
+                    f"FROM {history} h "
                     "JOIN attempts t ON t.pipeline = ? AND t.stage = ? AND t.attempt = h._attempt "
-                    "AND t.committed AND NOT t.replaced WHERE h._epoch <= ?) WHERE _rank = 1",
-                    [pipeline, stage, as_of],
+                    f"AND t.committed AND NOT t.replaced WHERE h._epoch <= ? AND {where}) "
+                    "WHERE _rank = 1",
+                    [pipeline, stage, as_of, *params],
                 )
                 out = _dicts(cursor)
             con.execute("DROP TABLE IF EXISTS temp.asked")
@@ -335,7 +344,6 @@ class PartialKeys:
     def counts(self, pipeline: str, stage: str, *, partial: bool) -> StateCounts:
         """The size of ``stage``'s state and its counters (a full stage's keys are its rows)."""
         with self.state.connect() as con:
-            self._stats(con)
             sizes: dict[str, int] = {}
             nbytes = 0
             for table in ("present", "latest", "history"):
