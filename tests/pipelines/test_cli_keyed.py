@@ -24,6 +24,15 @@ from tests.pipelines import keyed_reads
 from tests.pipelines.keyed_reads import BALANCES, D1, D2, ROWS, oracle
 
 REF = "tests.pipelines.keyed_reads:pipeline"
+PROBE = """
+import sys
+from pipelines.cli import main
+
+codes = [main(command.split()) for command in sys.argv[1:]]
+pyspark = sys.modules.get("pyspark")
+print(pyspark is not None and pyspark.SparkContext._gateway is not None)
+sys.exit(max(codes))
+"""
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -204,15 +213,11 @@ def test_lookup_evict_and_state_from_the_shell(
         "stage 'per_kind': a full stage keeps every key: there is nothing to evict"
     )
 
-    # A hit starts no JVM: a new process answers it from the state store alone.
-    probe = (
-        "import sys\nfrom pipelines.cli import main\ncode = main(sys.argv[1:])\n"
-        "pyspark = sys.modules.get('pyspark')\n"
-        "print(pyspark is not None and pyspark.SparkContext._gateway is not None)\n"
-        "sys.exit(code)\n"
-    )
+    # A hit, an eviction and state start no JVM: a new process runs them on the state store.
+    where = " ".join(cli.where)
+    commands = ["lookup balances --key 2 --json", "evict balances --key 2", "state balances --json"]
     done = subprocess.run(
-        [sys.executable, "-c", probe, "lookup", "balances", "--key", "2", "--json", *cli.where],
+        [sys.executable, "-c", PROBE, *(f"{c} {where}" for c in commands)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -224,6 +229,8 @@ def test_lookup_evict_and_state_from_the_shell(
         },
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    answer, started_spark = done.stdout.splitlines()
+    answer, evicted, *state, started_spark = done.stdout.splitlines()
     assert json.loads(answer)["hits"] == [2]
+    assert evicted == "holes now in balances: 2"
+    assert json.loads("".join(state)) == [rt.state_info("balances").as_dict()]
     assert started_spark == "False"
