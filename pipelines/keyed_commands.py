@@ -247,8 +247,9 @@ def cmd_lookup(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
             spec.name, keys, as_of=args.as_of, wait=False if args.wait is None else args.wait
         )
     except StageNotReadyError:
-        # The stage has not processed the epoch asked for (within --wait): the error names
-        # what holds it. A read without --wait is where a pending upquery gets recorded.
+        # The stage has not processed the epoch asked for (within --wait, if given): the error
+        # names what holds it. Recording a read without --wait as a pending upquery, for the
+        # Dagster sensor to answer once the frontier passes, belongs here.
         raise
     if args.json:
         print(json.dumps(lookup_json(found)))
@@ -323,7 +324,7 @@ def add_keyed_commands(
             "which by an upquery, the epoch answered and the time taken."
         ),
     )
-    lookup.add_argument("stage")
+    lookup.add_argument("stage", help="a stateful or aggregate stage, full or partial")
     lookup.add_argument(
         "--key", dest="keys", action="append", required=True, metavar="K", help=KEY_HELP
     )
@@ -347,7 +348,7 @@ def add_keyed_commands(
         parents=[engine],
         help="turn keys of a partial stage into holes (and in the partial stages below it)",
     )
-    evict.add_argument("stage")
+    evict.add_argument("stage", help="a partial stateful or aggregate stage")
     evict.add_argument(
         "--key", dest="keys", action="append", required=True, metavar="K", help=KEY_HELP
     )
@@ -358,6 +359,8 @@ def add_keyed_commands(
         help="the keyed state of every stateful and aggregate stage (or one): partial or full, "
         "present keys, rows, bytes, hits, misses, upqueries, evictions",
     )
-    state.add_argument("stage", nargs="?")
+    state.add_argument(
+        "stage", nargs="?", help="one stateful or aggregate stage (default: every one)"
+    )
     state.add_argument("--json", action="store_true", help="print JSON instead of a table")
     state.set_defaults(handler=handler, keyed=cmd_state)
