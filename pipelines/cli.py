@@ -18,6 +18,7 @@ from pipelines.errors import BackfillIncompleteError, RunFailedError, StageFaile
 from pipelines.examples.sizes import add_size_options
 from pipelines.inputs import source_worker
 from pipelines.iteration import describe_round
+from pipelines.keyed_commands import KeyedCommand, add_keyed_commands, prepare
 from pipelines.references import choose, choose_names, examples_text
 from pipelines.runtime import Runtime
 from pipelines.scheduling import close_epochs
@@ -270,6 +271,17 @@ def cmd_clock(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keyed(args: argparse.Namespace) -> int:
+    """``lookup``, ``evict`` and ``state`` on the pipeline ``-p`` means: a command that fails
+    before it reads (an unknown stage, a bad key) registers nothing."""
+    pipeline, ledger = chosen(args)
+    command: KeyedCommand = args.keyed
+    with registering(ledger, pipeline):
+        rt = runtime(args, pipeline, ledger)
+        request = prepare(rt, args)
+    return command(rt, request, args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from pipelines.examples.demo import run_demo
 
@@ -472,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _engine_commands(commands, engine)
+    add_keyed_commands(commands, engine, cmd_keyed)
 
     demo = commands.add_parser("demo", help="run the bank example end to end and check it")
     add_size_options(demo)
