@@ -78,6 +78,7 @@ bench: $(STAMP) ## Run the benchmarks (prints figures and ratios)
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_connect.py
 	$(BIN)/python bench/bench_dagster.py
+	$(BIN)/python bench/bench_partial.py
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches
