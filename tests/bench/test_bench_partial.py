@@ -17,7 +17,8 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_partial.py"
 
 def bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_partial", BENCH)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
