@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines import Pipeline
+from pipelines import PartialState, Pipeline
 from pipelines.runtime import Runtime
 
 MOVES = T.StructType(
@@ -47,6 +47,10 @@ AGGS: dict[str, tuple[str, str | None]] = {
     "low": ("min", "amount"),
     "high": ("max", "amount"),
 }
+BRANCHES = T.StructType(
+    [T.StructField("account", T.LongType()), T.StructField("branch", T.StringType())]
+)
+BRANCHES_ARROW = pa.schema([("account", pa.int64()), ("branch", pa.string())])
 PEAKS = T.StructType(
     [
         T.StructField("account", T.LongType()),
@@ -92,6 +96,37 @@ def ledger_pipeline(name: str = "ledger", *, workers: int = 1, partial: bool = T
     return p
 
 
+def chain_pipeline(name: str = "chain", *, budget: int | None = None) -> Pipeline:
+    """Sources ``cards`` and ``wires``, their union ``moves``, the partial aggregate
+    ``totals`` (at most ``budget`` keys, if given) and the partial fold ``peaks`` below it."""
+    p = Pipeline(name)
+    cards = p.source("cards", schema=MOVES)
+    wires = p.source("wires", schema=MOVES)
+    moves = p.union("moves", cards, wires)
+    partial = PartialState(max_keys=budget) if budget is not None else True
+    totals = p.aggregate("totals", moves, key=["account"], aggs=AGGS, partial=partial)
+    p.stateful("peaks", totals, key=["account"], schema=PEAKS, update=peak, partial=True)
+    return p
+
+
+def branch_pipeline(name: str = "branch") -> Pipeline:
+    """``moves`` joined with the dimension ``branches``, read by the partial aggregate
+    ``per_branch``; and the partial aggregate ``totals`` of ``moves``."""
+    p = Pipeline(name)
+    moves = p.source("moves", schema=MOVES)
+    branches = p.dimension("branches", schema=BRANCHES)
+    tagged = p.join("tagged", moves, branches, on=["account"])
+    p.aggregate(
+        "per_branch",
+        tagged,
+        key=["branch"],
+        aggs={"total": ("sum", "amount"), "moves": ("count", None)},
+        partial=True,
+    )
+    p.aggregate("totals", moves, key=["account"], aggs=AGGS, partial=True)
+    return p
+
+
 def writes(epoch: int, *accounts: int, amount: int = 0) -> list[Move]:
     """One write per account, of an amount that tells epoch and account apart."""
     return [(a, 1, amount or 100 * (epoch + 1) + a) for a in accounts]
@@ -104,15 +139,32 @@ class Raw:
         self.rt = rt
         self.root = root
         self.files: dict[tuple[str, int, int], list[Path]] = {}
+        self.tables: dict[int, Path] = {}
         self._names = itertools.count()
 
-    def _write(self, source: str, worker: int, epoch: int, rows: Sequence[Sequence[Any]]) -> Path:
+    def _write(
+        self,
+        source: str,
+        worker: int,
+        epoch: int,
+        rows: Sequence[Sequence[Any]],
+        schema: pa.Schema = ARROW,
+    ) -> Path:
         path = self.root / source / f"w{worker}-e{epoch}-{next(self._names)}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in ARROW.names]
-        table = pa.table({n: list(c) for n, c in zip(ARROW.names, columns, strict=True)}, ARROW)
+        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in schema.names]
+        table = pa.table({n: list(c) for n, c in zip(schema.names, columns, strict=True)}, schema)
         pq.write_table(table, path)
         return path
+
+    def table(self, source: str, epoch: int, rows: Sequence[tuple[int, str]]) -> None:
+        """Send a ``BRANCHES`` table from the dimension ``source`` at ``epoch``."""
+        handle = self.rt.input(source, 0)
+        if handle.epoch != epoch:
+            handle.advance_to(epoch)
+        path = self._write(source, 0, epoch, rows, BRANCHES_ARROW)
+        handle.send(path)
+        self.tables[epoch] = path
 
     def send(
         self, source: str, epoch: int, rows: Sequence[Sequence[Any]], *, worker: int = 0
@@ -142,16 +194,26 @@ class Raw:
         self.files[(source, worker, epoch)] = [path]
 
     def oracle(self, *sources: str) -> Oracle:
-        return Oracle(
-            {k: v for k, v in self.files.items() if not sources or k[0] in sources},
-        )
+        """The oracle of every file sent so far (of ``sources`` only, when given)."""
+        files = {k: v for k, v in self.files.items() if not sources or k[0] in sources}
+        return Oracle(files, self.tables)
 
 
 class Oracle:
     """Expected reads, in DuckDB SQL over the raw files (never through epochgate)."""
 
-    def __init__(self, files: Mapping[tuple[str, int, int], Sequence[Path]]) -> None:
+    def __init__(
+        self,
+        files: Mapping[tuple[str, int, int], Sequence[Path]],
+        tables: Mapping[int, Path] | None = None,
+    ) -> None:
         self.con = duckdb.connect()
+        self.con.execute("CREATE TABLE branches (since BIGINT, account BIGINT, branch VARCHAR)")
+        for since, path in (tables or {}).items():
+            self.con.execute(
+                "INSERT INTO branches SELECT ?, account, branch FROM read_parquet(?)",
+                [since, str(path)],
+            )
         self.con.execute(
             "CREATE TABLE raw (epoch BIGINT, account BIGINT, sign BIGINT, amount BIGINT)"
         )
@@ -165,9 +227,7 @@ class Oracle:
     def _rows(self, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         cursor = self.con.execute(sql, list(params))
         names = [d[0] for d in cursor.description]
-        return [
-            {n: int(v) for n, v in zip(names, row, strict=True)} for row in cursor.fetchall()
-        ]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def balances(self, as_of: int, keys: Sequence[int]) -> list[dict[str, Any]]:
         """The fold's rows of ``keys`` after ``as_of``, in the order asked (none for a key
@@ -201,6 +261,18 @@ class Oracle:
             [as_of],
         )
         return _ordered(found, keys)
+
+    def per_branch(self, as_of: int, keys: Sequence[str]) -> list[dict[str, Any]]:
+        """The aggregate of moves joined with the branch table as of each move's epoch."""
+        found = self._rows(
+            "WITH m AS (SELECT r.*, (SELECT max(since) FROM branches WHERE since <= r.epoch) "
+            "AS at FROM raw r WHERE r.epoch <= ?) SELECT b.branch, sum(m.amount) AS total, "
+            "count(*) AS moves FROM m JOIN branches b ON b.since = m.at AND b.account = "
+            "m.account GROUP BY b.branch",
+            [as_of],
+        )
+        by_key = {row["branch"]: row for row in found}
+        return [by_key[k] for k in keys if k in by_key]
 
 
 def _ordered(found: list[dict[str, Any]], keys: Sequence[int]) -> list[dict[str, Any]]:
