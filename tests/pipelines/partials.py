@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import PartialState, Pipeline
+from pipelines.carry import StateUpdate
 from pipelines.runtime import Runtime
 
 MOVES = T.StructType(
@@ -86,12 +87,14 @@ def peak(batch: DataFrame, state: DataFrame) -> DataFrame:
     )
 
 
-def ledger_pipeline(name: str = "ledger", *, workers: int = 1, partial: bool = True) -> Pipeline:
-    """``moves`` (``workers`` workers) read by a fold ``balances`` and an aggregate
-    ``totals``, both partial (or both full)."""
+def ledger_pipeline(
+    name: str = "ledger", *, workers: int = 1, partial: bool = True, update: StateUpdate = fold
+) -> Pipeline:
+    """``moves`` (``workers`` workers) read by a fold ``balances`` (``update``) and an
+    aggregate ``totals``, both partial (or both full)."""
     p = Pipeline(name)
     moves = p.source("moves", schema=MOVES, workers=workers)
-    p.stateful("balances", moves, key=["account"], schema=BALANCES, update=fold, partial=partial)
+    p.stateful("balances", moves, key=["account"], schema=BALANCES, update=update, partial=partial)
     p.aggregate("totals", moves, key=["account"], aggs=AGGS, partial=partial)
     return p
 
