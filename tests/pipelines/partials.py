@@ -155,7 +155,9 @@ class Raw:
     ) -> Path:
         path = self.root / source / f"w{worker}-e{epoch}-{next(self._names)}.parquet"
         path.parent.mkdir(parents=True, exist_ok=True)
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in schema.names]
+        columns: list[Sequence[Any]] = (
+            list(zip(*rows, strict=True)) if rows else [[] for _ in schema.names]
+        )
         table = pa.table({n: list(c) for n, c in zip(schema.names, columns, strict=True)}, schema)
         pq.write_table(table, path)
         return path
