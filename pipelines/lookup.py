@@ -2,9 +2,9 @@
 
 A read of a full stage answers from its state. A read of a partial stage answers its present
 keys from state (hits) and fills its holes with one upquery for all of them (``pipelines.upquery``),
-holding the family's right to change state, then answers them too. After a fill, a stage with a
-key budget evicts the least recently read keys beyond it (and they leave the partial stages
-below it too).
+holding the family's right to change state, then answers them too. After a fill, each stage it
+filled (the one read and the partial stages above it) that has a key budget evicts its least
+recently read keys beyond it (and they leave the partial stages below it too).
 
 A key is a scalar for a one-column key, else a tuple in key-column order; it is checked against
 the key columns' types before anything is read.
