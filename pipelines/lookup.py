@@ -2,9 +2,9 @@
 
 A read of a full stage answers from its state. A read of a partial stage answers its present
 keys from state (hits) and fills its holes with one upquery for all of them (``pipelines.upquery``),
-holding the family's right to change state, then answers them too. After a fill, a stage with a
-key budget evicts the least recently read keys beyond it (and they leave the partial stages
-below it too).
+holding the family's right to change state, then answers them too. After a fill, each stage it
+filled (the one read and the partial stages above it) that has a key budget evicts its least
+recently read keys beyond it (and they leave the partial stages below it too).
 
 A key is a scalar for a one-column key, else a tuple in key-column order; it is checked against
 the key columns' types before anything is read.
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import StageNotReadyError, StateReadError
-from pipelines.families import followers
+from pipelines.families import chain, followers
 from pipelines.stages import KeyedStage
 from pipelines.upquery import Host, Upquery
 from progress.sentences import ready_not_run
@@ -179,10 +179,7 @@ class KeyedReads:
                     self._p, stage, spec.key, holes, target, partial=True, count=False
                 )
                 rows.update({self._row_key(spec, r): r for r in filled.rows})
-                bound = spec.partial.max_keys if spec.partial is not None else None
-                if bound is not None:
-                    below = (stage, *followers(self.rt.pipeline.stages, stage))
-                    self.partial.evict(self._p, below, spec.key, max_keys=bound)
+                self._keep_budgets(stage)
         return Lookup(
             stage=stage,
             rows=[rows[k] for k in asked if k in rows],
@@ -192,6 +189,17 @@ class KeyedReads:
             seconds=time.perf_counter() - started,
         )
 
+    def _keep_budgets(self, stage: str) -> None:
+        """After a fill of ``stage``: every stage the fill filled (``stage`` and the partial
+        stages above it) with a key budget evicts its least recently read keys beyond it,
+        there and below."""
+        stages = self.rt.pipeline.stages
+        for name in chain(stages, stage):
+            partial = stages[name].partial
+            if partial is not None and partial.max_keys is not None:
+                below = (name, *followers(stages, name))
+                self.partial.evict(self._p, below, stages[name].key, max_keys=partial.max_keys)
+
     @staticmethod
     def _row_key(spec: KeyedStage, row: dict[str, Any]) -> Key:
         return tuple(row[k] for k in spec.key)
@@ -199,12 +207,20 @@ class KeyedReads:
     def _processed(self, spec: KeyedStage, as_of: int | None, wait: float) -> int:
         """The epoch to answer: ``as_of``, or the last the stage processed; waiting up to
         ``wait`` seconds for it to be processed, else ``StageNotReadyError`` naming what holds
-        it."""
+        it. A partial stage behind the partial stages above it first runs the epochs it is
+        behind, as a fill of it would."""
         deadline = time.monotonic() + wait
+        below = len(chain(self.rt.pipeline.stages, spec.name)) > 1
         while True:
             last = self.last_epoch(spec)
             if last is not None and (as_of is None or as_of <= last):
                 return last if as_of is None else as_of
+            if below:
+                with self.rt.exclusive(spec.name):
+                    self.upquery.catch_up(spec.name)
+                last = self.last_epoch(spec)
+                if last is not None and (as_of is None or as_of <= last):
+                    return last if as_of is None else as_of
             if time.monotonic() >= deadline:
                 epoch = as_of if as_of is not None else 0
                 holds = self.rt.blockers(spec.name, epoch) or [ready_not_run(spec.name, epoch)]
@@ -218,8 +234,8 @@ class KeyedReads:
         asked = self.keys(spec, keys)
         below = (stage, *followers(self.rt.pipeline.stages, stage))
         with self.rt.exclusive(stage):
-            removed = self.partial.evict(self._p, below, spec.key, asked)
-        return [self.shown(spec, k) for k in removed]
+            removed = set(self.partial.evict(self._p, below, spec.key, asked))
+        return [self.shown(spec, k) for k in asked if k in removed]  # in the order asked
 
     def state_info(self, stage: str) -> StateInfo:
         spec = self.keyed(stage)

@@ -365,7 +365,8 @@ class Runtime:
 
     def evict(self, stage: str, keys: Sequence[Any]) -> list[Any]:
         """Turn present keys of a partial stage into holes, there and in the partial stages
-        below it (their state and history deleted); returns the keys that were present."""
+        below it (their state and history deleted); returns the keys that were present, in the
+        order asked."""
         return self._reads.evict(stage, keys)
 
     def state_info(self, stage: str) -> StateInfo:

@@ -144,6 +144,11 @@ class Upquery:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
+    def catch_up(self, stage: str) -> None:
+        """Run the epochs ``stage`` and the partial stages above it are behind the ones above
+        them (the caller holds the family's right to change state)."""
+        self._catch_up(chain(self.rt.pipeline.stages, stage))
+
     def _catch_up(self, members: list[str]) -> None:
         """Run the epochs a stage of the chain is behind the one above it (from the root
         down), so every stage of it has processed the same epochs."""
