@@ -18,6 +18,7 @@ epoch.
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from operator import and_, or_
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from pipelines.errors import StageNotReadyError
+from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.families import chain
 from pipelines.stages import KeyedStage
 from progress import Target
@@ -46,6 +47,13 @@ if TYPE_CHECKING:
 
 EPOCH = "_epoch"
 """The column that tags each row of a history with its epoch."""
+PATH_EPOCH = r"/epoch=(\d+)/attempt="
+"""The epoch of a message's file, in its path (``pipelines.storage``)."""
+
+
+def _path_epoch(path: str) -> int | None:
+    found = re.search(PATH_EPOCH, path.rstrip("/") + "/attempt=")
+    return int(found.group(1)) if found else None
 
 
 def key_filter(key: Sequence[str], keys: Sequence[Key]) -> Column:
@@ -166,31 +174,40 @@ class Upquery:
 
     def _input_rows(self, stage: KeyedStage, keys: Sequence[Key], as_of: int | None) -> DataFrame:
         """The rows of ``keys`` in ``stage``'s input messages at every epoch up to ``as_of``,
-        tagged with their epoch: one scan per epoch, filtered by key before anything else."""
+        tagged with their epoch: one scan of every message's files, filtered by key before
+        anything else, each row's epoch read from its file's path (the data plane puts every
+        message under ``epoch=N``; a union of one scan per epoch costs a job per epoch)."""
         from pyspark.sql import functions as F
 
         upstream = stage.inputs[0]
-        declared = self.rt.pipeline.stage(upstream).schema
-        by_time: dict[int, list[str]] = {}
+        by_path: dict[str, int] = {}
         if as_of is not None:
             for m in self.rt.ledger.messages(self._p, upstream, 0):
                 if m.path and isinstance(m.time, int) and m.time <= as_of:
-                    by_time.setdefault(m.time, []).append(m.path)
-        wanted = key_filter(stage.key, keys)
-        reader = self.rt.spark.read
-        if declared is not None:
-            reader = reader.schema(declared)
-        scans = [
-            reader.parquet(*paths).where(wanted).withColumn(EPOCH, F.lit(t).cast("bigint"))
-            for t, paths in sorted(by_time.items())
-        ]
-        if scans:
-            return reduce(lambda a, b: a.unionByName(b), scans)
+                    by_path[m.path] = m.time
+        files = [str(f) for path in by_path for f in sorted(Path(path).glob("*.parquet"))]
         schema = self.rt.executor.schema_of(upstream)
         if schema is None:
-            schema = self.rt.spark.createDataFrame([], "x int").schema
-        empty = self.rt.spark.createDataFrame([], schema)
-        return empty.withColumn(EPOCH, F.lit(0).cast("bigint"))
+            raise StateReadError(
+                stage.name,
+                f"its input {upstream!r} has no message with data yet to take its columns from",
+            )
+        if not files:
+            empty = self.rt.spark.createDataFrame([], schema)
+            return empty.withColumn(EPOCH, F.lit(0).cast("bigint"))
+        wanted = key_filter(stage.key, keys)
+        scan = self.rt.spark.read.schema(schema).parquet(*files).where(wanted)
+        if all(_path_epoch(path) == t for path, t in by_path.items()):
+            epoch = F.regexp_extract(F.col("_metadata.file_path"), PATH_EPOCH, 1)
+            return scan.withColumn(EPOCH, epoch.cast("bigint"))
+        scans = [  # a message whose directory does not say its epoch: one scan per epoch
+            self.rt.spark.read.schema(schema)
+            .parquet(path)
+            .where(wanted)
+            .withColumn(EPOCH, F.lit(t).cast("bigint"))
+            for path, t in sorted(by_path.items(), key=lambda item: item[1])
+        ]
+        return reduce(lambda a, b: a.unionByName(b), scans)
 
     def _keys_file(
         self, stage: KeyedStage, keys: Sequence[Key], history: DataFrame, path: Path
