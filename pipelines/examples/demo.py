@@ -19,6 +19,7 @@ from pipelines import reports
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, DemoData, Oracle, generate
 from pipelines.iteration import describe_round
+from pipelines.lookup import Lookup, StateInfo
 from pipelines.references import load
 from pipelines.runtime import RunResult, Runtime
 from pipelines.spark import quiet, spark_session
@@ -157,6 +158,88 @@ def release(rt: Runtime, data: DemoData) -> None:
     for src, workers in bank.WORKERS.items():
         for w in range(workers):
             rt.input(src, w).close()
+
+
+def describe_lookup(found: Lookup) -> str:
+    """A lookup of ``balances`` in words: how it was answered, how long it took, the values."""
+    how = [f"{len(found.upqueried)} by an upquery"] if found.upqueried else []
+    how += [f"{len(found.hits)} hit(s)"] if found.hits else []
+    values = ", ".join(
+        f"account {r['account_id']}: {r['balance_cents']} cents after {r['movements']} movement(s)"
+        for r in found.rows
+    )
+    return (
+        f"as of epoch {found.as_of}, {' and '.join(how)} in {found.seconds * 1000:.0f} ms: "
+        f"{values or 'no movement yet'}"
+    )
+
+
+def check_lookup(found: Lookup, oracle: Oracle, accounts: Sequence[int]) -> list[str]:
+    """A lookup of ``accounts`` in ``balances`` against the oracle; a line if it differs."""
+    got = sorted((r["account_id"], r["balance_cents"], r["movements"]) for r in found.rows)
+    expected = oracle.balances_as_of(list(accounts), found.as_of)
+    if got == expected:
+        return []
+    return [
+        f"balances of accounts {list(accounts)} as of epoch {found.as_of}: {got}, oracle {expected}"
+    ]
+
+
+def read_balances(rt: Runtime, oracle: Oracle, accounts: Sequence[int], echo: Echo) -> list[str]:
+    """Reads of a few accounts in the partial ``balances``, printed: the first fills their
+    holes with an upquery, the second is a hit, then one is evicted and read again (an upquery
+    that gives the same value). Each is checked against the oracle; returns the mismatches."""
+    chosen = list(accounts)
+    bad: list[str] = []
+    first = rt.lookup("balances", chosen)
+    echo(f"  lookup {chosen} {describe_lookup(first)}")
+    again = rt.lookup("balances", chosen)
+    echo(f"  lookup {chosen} again {describe_lookup(again)}")
+    gone = rt.evict("balances", chosen[:1])
+    echo(f"  evict {chosen[:1]}: {gone} turned into holes")
+    back = rt.lookup("balances", chosen[:1])
+    echo(f"  lookup {chosen[:1]} {describe_lookup(back)}")
+    for found, keys in ((first, chosen), (again, chosen), (back, chosen[:1])):
+        bad += check_lookup(found, oracle, keys)
+    before = [r for r in first.rows if r["account_id"] == chosen[0]]
+    if back.rows != before:
+        bad.append(f"account {chosen[0]} read again after its eviction: {back.rows}, {before}")
+    return bad
+
+
+def state_table(infos: Sequence[StateInfo]) -> str:
+    """The keyed state of stages, a row each: partial or full, present keys, state rows and
+    bytes, and the hits, misses, upqueries and evictions of their reads."""
+    header = (
+        "stage",
+        "kind",
+        "present keys",
+        "rows",
+        "bytes",
+        "hits",
+        "misses",
+        "upqueries",
+        "evictions",
+    )
+    table = [header] + [
+        (
+            i.stage,
+            "partial" if i.partial else "full",
+            str(i.present_keys),
+            str(i.rows),
+            str(i.bytes),
+            str(i.hits),
+            str(i.misses),
+            str(i.upqueries),
+            str(i.evictions),
+        )
+        for i in infos
+    ]
+    widths = [max(len(r[c]) for r in table) for c in range(len(header))]
+    return "\n".join(
+        "  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    )
 
 
 def verify_outputs(
