@@ -208,37 +208,19 @@ def read_balances(rt: Runtime, oracle: Oracle, accounts: Sequence[int], echo: Ec
 
 
 def state_table(infos: Sequence[StateInfo]) -> str:
-    """The keyed state of stages, a row each: partial or full, present keys, state rows and
-    bytes, and the hits, misses, upqueries and evictions of their reads."""
-    header = (
-        "stage",
-        "kind",
-        "present keys",
-        "rows",
-        "bytes",
-        "hits",
-        "misses",
-        "upqueries",
-        "evictions",
-    )
-    table = [header] + [
-        (
-            i.stage,
-            "partial" if i.partial else "full",
-            str(i.present_keys),
-            str(i.rows),
-            str(i.bytes),
-            str(i.hits),
-            str(i.misses),
-            str(i.upqueries),
-            str(i.evictions),
-        )
-        for i in infos
-    ]
-    widths = [max(len(r[c]) for r in table) for c in range(len(header))]
+    """What ``epochgate state`` prints: a row per keyed stage, partial or full, its present
+    keys, state rows and bytes, the hits, misses, upqueries and evictions of its reads, and its
+    key budget."""
+    header: tuple[str, ...] = ("stage", "state", "present keys", "rows", "bytes", "hits")
+    header += ("misses", "upqueries", "evictions", "max_keys")
+    rows: list[tuple[str, ...]] = [header]
+    for i in infos:
+        counts = (i.present_keys, i.rows, i.bytes, i.hits, i.misses, i.upqueries, i.evictions)
+        budget = "-" if i.max_keys is None else str(i.max_keys)
+        rows.append((i.stage, "partial" if i.partial else "full", *map(str, counts), budget))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
     return "\n".join(
-        "  " + "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
-        for row in table
+        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows
     )
 
 
