@@ -84,10 +84,10 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
     assert re.fullmatch(r"  lookup \[\d+\] as of epoch 2, 1 hit\(s\) in .*", filled[2])
     table = out.split("epochgate state:\n")[1].splitlines()
     columns = re.split(r"\s{2,}", table[0])
-    state = dict(zip(columns, re.split(r"\s{2,}", table[1]), strict=True))
+    shown = dict(zip(columns, re.split(r"\s{2,}", table[1]), strict=True))
     # 3 accounts present; hits 2 + 1; misses 2 + 1 + 1 (the pending read); 3 upqueries (the
     # first read's, the re-read's, the upquery run's); 1 eviction.
-    assert state == state | {
+    assert shown == shown | {
         "stage": "balances",
         "state": "partial",
         "present keys": "3",
