@@ -48,8 +48,13 @@ def sensor_name(pipeline: str) -> str:
 
 
 def upquery_job_name(pipeline: str) -> str:
-    """The job (and its one op) that fills the pending reads of a partial stage."""
+    """The job that fills the pending reads of a partial stage."""
     return f"{pipeline}_upquery"
+
+
+def upquery_op_name(pipeline: str) -> str:
+    """The one op of the upquery job (a repository refuses an op named like a job)."""
+    return f"{pipeline}_fill_pending"
 
 
 def upquery_sensor_name(pipeline: str) -> str:

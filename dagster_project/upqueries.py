@@ -22,6 +22,7 @@ from dagster_project.names import (
     PIPELINE_TAG,
     UPQUERY_TAG,
     upquery_job_name,
+    upquery_op_name,
     upquery_sensor_name,
 )
 from dagster_project.resources import (
@@ -57,11 +58,10 @@ def upquery_request(pipeline: str, reads: StageReads) -> dg.RunRequest:
     names those reads."""
     ids = ",".join(str(r.upquery_id) for r in sorted(reads.ready, key=lambda r: r.upquery_id))
     digest = hashlib.sha256(ids.encode()).hexdigest()[:12]
-    name = upquery_job_name(pipeline)
     return dg.RunRequest(
         run_key=f"{pipeline}:upquery:{reads.stage}:{digest}",
-        job_name=name,
-        run_config={"ops": {name: {"config": {"stage": reads.stage}}}},
+        job_name=upquery_job_name(pipeline),
+        run_config={"ops": {upquery_op_name(pipeline): {"config": {"stage": reads.stage}}}},
         tags={PIPELINE_TAG: pipeline, UPQUERY_TAG: reads.stage},
     )
 
@@ -106,7 +106,7 @@ def upquery_job(pipeline: Pipeline) -> dg.JobDefinition:
     # Dagster recognises the context, config and resources by their annotations' classes.
     fill.__annotations__ = get_type_hints(fill)
     op = dg.op(
-        name=name,
+        name=upquery_op_name(p),
         description=f"Fills the pending reads of a partial stage of {p} (upqueries of its holes).",
         tags={"kind": "spark"},
     )(fill)

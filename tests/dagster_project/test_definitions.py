@@ -92,6 +92,7 @@ def test_each_pipeline_has_an_in_process_job_and_a_frontier_sensor(tmp_path: Pat
     assert upqueries.job_name == "bank_upquery"
     names = {s.name for s in defs.sensors or ()}
     assert "shop_upqueries" not in names
+    dg.Definitions.validate_loadable(defs)  # what a code server checks (unique op names)
     assert parents(defs, "shop") == edges(shop(tmp_path / "export"))
     settled = defs.resolve_asset_graph().get(stage_key("shop", "settled"))
     assert "belongs to epoch t + 2" in (settled.description or "")
