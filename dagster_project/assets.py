@@ -15,7 +15,8 @@ What a selected stage does depends on who asked:
   those the backfill does not cover), an epoch not run yet is run. A stateful stage revised from
   an earlier epoch of the same backfill was recomputed then, and is not recomputed again.
 
-Either way, a stage that is not ready fails the run at once, naming who holds the epoch.
+Either way, a stage that is not ready fails the run at once, naming who holds the epoch. A
+partial stage's materialization also shows its state (``dagster_project.metadata``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import dagster as dg
 
 from dagster_project.checks import check_spec, check_stage
 from dagster_project.columns import spark_table_schema
-from dagster_project.metadata import input_frontiers, materialized
+from dagster_project.metadata import input_frontiers, materialized, state_metadata
 from dagster_project.names import BACKFILL_TAG, EPOCH_TAG, assets_name, key_stage, stage_key
 from dagster_project.partitions import epoch_key, epoch_partitions, key_epoch
 from dagster_project.resources import (
@@ -238,8 +239,11 @@ class StageRun:
             done = materialized(self.ledger, self.pipeline, result, frontier if here else ())
             if here:
                 self.context.log.info(result.describe())
+                metadata = done.metadata()
+                if self.pipeline.stage(stage).partial is not None:
+                    metadata |= state_metadata(runtime.state_info(stage))
                 yield dg.MaterializeResult(
-                    asset_key=key, metadata=done.metadata(), data_version=done.data_version()
+                    asset_key=key, metadata=metadata, data_version=done.data_version()
                 )
             else:  # a stateful stage revised from this epoch on: its later epochs changed too
                 self.context.log.info(f"{result.describe()} (carried from epoch {self.epoch})")

@@ -2,9 +2,10 @@
 
 Per pipeline: its epochs as dynamic partitions, one asset per stage (sources as external assets)
 with the pipeline's edges as dependencies, a ledger check per stage, a job that runs the stages
-in one process (a process per step would start a JVM per step), a frontier sensor, and for a
+in one process (a process per step would start a JVM per step), a frontier sensor, for a
 pipeline with scheduled epochs (a clock, or sources closed by time or done-marker) an epoch clock
-sensor.
+sensor, and for a pipeline with partial stages an upquery job and sensor that fill reads
+recorded as pending (``dagster_project.upqueries``; it ticks as often as the frontier sensor).
 
     defs = build_definitions([bank.pipeline()], ledger=LedgerResource(path="/srv/ledger.duckdb"))
 """
@@ -22,6 +23,7 @@ from dagster_project.epoch_clock import Now, epoch_clock_sensor, is_scheduled, u
 from dagster_project.names import job_name
 from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
 from dagster_project.sensors import DEFAULT_INTERVAL, frontier_sensor
+from dagster_project.upqueries import partial_stages, upquery_job, upquery_sensor
 from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
 
@@ -59,7 +61,7 @@ def build_definitions(
     if repeated:
         raise ValueError(f"pipelines named more than once: {', '.join(repeated)}")
     assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
-    jobs: list[dg.UnresolvedAssetJobDefinition] = []
+    jobs: list[dg.JobDefinition | dg.UnresolvedAssetJobDefinition] = []
     sensors: list[dg.SensorDefinition] = []
     for pipeline in pipelines:
         pipeline.graph()  # a pipeline that cannot compile fails here, naming the problem
@@ -74,6 +76,17 @@ def build_definitions(
                 default_status=sensor_status,
             )
         )
+        if partial_stages(pipeline):
+            upquery = upquery_job(pipeline)
+            jobs.append(upquery)
+            sensors.append(
+                upquery_sensor(
+                    pipeline,
+                    upquery,
+                    minimum_interval_seconds=sensor_interval,
+                    default_status=sensor_status,
+                )
+            )
         if is_scheduled(pipeline):
             sensors.append(
                 epoch_clock_sensor(
@@ -96,7 +109,7 @@ def build_definitions(
 
 
 SENSOR_INTERVAL_ENV = "EPOCHGATE_SENSOR_INTERVAL"
-"""Seconds between two ticks of each frontier sensor that ``defs`` defines."""
+"""Seconds between two ticks of each frontier (and upquery) sensor that ``defs`` defines."""
 
 
 def sensor_interval_setting() -> int:
@@ -113,4 +126,4 @@ def sensor_interval_setting() -> int:
 
 defs = build_definitions([bank.pipeline()], sensor_interval=sensor_interval_setting())
 """What ``workspace.yaml`` loads: the ``bank`` example, with settings from the environment
-(``$EPOCHGATE_SENSOR_INTERVAL`` sets how often its frontier sensor ticks)."""
+(``$EPOCHGATE_SENSOR_INTERVAL`` sets how often its frontier and upquery sensors tick)."""

@@ -4,9 +4,14 @@ The same story as ``epochgate demo``, with Dagster in charge of the runs: seeded
 sent epoch by epoch while worker 2 of ``card_payments`` holds the late epoch open; after each
 epoch the frontier sensor ticks and its runs execute in this process (as the daemon would
 launch them), until the sensor has nothing to run. The sensor's reason then names the worker
-that holds the epoch; the late file arrives, every input closes, the sensor runs the rest, and
-every stage at every epoch is compared with the same computation in DuckDB SQL over the raw
-inputs. The process exits non-zero on a mismatch or a failed run.
+that holds the epoch. A few accounts are read from ``balances``, which is partial: an upquery
+fills them, a second read is a hit, one is evicted and read again; one more account is read as
+of the held epoch, which is recorded as a pending upquery (the upquery sensor says what holds
+it). The late file arrives, every input closes, the frontier sensor runs the rest, the upquery
+sensor's run fills the pending read, and that read is then a hit. The state of ``balances`` is
+printed as ``epochgate state`` shows it, and every stage at every epoch is compared with the
+same computation in DuckDB SQL over the raw inputs (each read too). The process exits non-zero
+on a mismatch or a failed run.
 
 Everything lands in a persistent Dagster instance, ``$EPOCHGATE_HOME/dagster`` (default
 ``.epochgate/dagster``; it is the ``DAGSTER_HOME`` of the demo and of ``make ui``, with the
@@ -32,18 +37,23 @@ import dagster as dg
 from dagster_project.definitions import build_definitions
 from dagster_project.driver import DriveError, Driver, LaunchedRun
 from dagster_project.in_flight import IN_FLIGHT
-from dagster_project.names import job_name
+from dagster_project.names import job_name, upquery_job_name, upquery_sensor_name
 from dagster_project.partitions import partitions_name
 from dagster_project.resources import LedgerResource, SparkResource
 from pipelines import reports
+from pipelines.errors import ReadPendingError
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, Oracle
 from pipelines.examples.demo import (
     HELD,
     Echo,
+    check_lookup,
+    describe_lookup,
     prepare,
+    read_balances,
     release,
     send_epoch,
+    state_table,
     verify_outputs,
 )
 from pipelines.examples.sizes import add_size_options
@@ -57,6 +67,8 @@ INSTANCE_DIR = DAGSTER_DIR
 """The Dagster instance's directory under the state directory."""
 INSTANCE_CONFIG = Path(__file__).with_name("dagster.yaml")
 """The project's instance settings: the ``spark`` pool's limit."""
+READ_ACCOUNTS = 2
+"""Accounts the demo reads, evicts and reads again (one more is read before its epoch is done)."""
 DAEMON_SILENCE = 60.0
 """Seconds without a daemon heartbeat after which no daemon is taken to use the instance (a
 live one beats every 30 seconds)."""
@@ -122,9 +134,11 @@ def fail_left_over_runs(instance: dg.DagsterInstance, pipeline: str = "bank") ->
     """Mark the pipeline's runs that an earlier, interrupted demo left queued or running as
     failed (no daemon runs them, and the ledger they read is replaced); return their ids.
     Left in flight, they would keep the sensor from requesting their stages."""
-    runs = instance.get_runs(
-        filters=dg.RunsFilter(job_name=job_name(pipeline), statuses=list(IN_FLIGHT))
-    )
+    runs = [
+        run
+        for name in (job_name(pipeline), upquery_job_name(pipeline))
+        for run in instance.get_runs(filters=dg.RunsFilter(job_name=name, statuses=list(IN_FLIGHT)))
+    ]
     for run in runs:
         instance.report_run_failed(
             run, message="Its process ended without finishing it (an interrupted demo)."
@@ -176,6 +190,8 @@ def run_demo(
     def ran(run: LaunchedRun) -> None:
         echo(f"  {run.describe()}")
 
+    oracle = Oracle(data.root)
+    mismatches: list[str] = []
     failure: str | None = None
     started = time.perf_counter()
     try:
@@ -188,24 +204,32 @@ def run_demo(
         echo(f"  {reason.skip_message or ''}")
         echo("\nstatus:")
         echo(reports.status_table(rt.ledger.status("bank")))
+        first, *others = oracle.some_accounts(READ_ACCOUNTS + 1)
+        echo("\nreads of balances (partial: it keeps only the accounts that are read):")
+        mismatches += read_balances(rt, oracle, others, echo)
+        pending = read_pending(rt, driver, first, data.late_epoch, echo)
         echo(f"\nreleasing: the late file of epoch {data.late_epoch} arrives; every input closes")
         release(rt, data)
         reason = driver.drive(on_run=ran)
         echo(f"the sensor: {reason.skip_message or ''}")
+        if pending:
+            mismatches += answer_pending(
+                rt, driver, oracle, first, epoch=data.late_epoch, echo=echo
+            )
+        echo("\nepochgate state:")
+        echo(state_table([rt.state_info("balances")]))
     except DriveError as err:
         failure = str(err)
         echo(f"\nstopped: {failure}")
     seconds = time.perf_counter() - started
 
-    oracle = Oracle(data.root)
-    mismatches: tuple[str, ...] = ()
     if failure is None:  # after a failed run some outputs are missing: nothing to compare
         echo("\nchecking every stage at every epoch against DuckDB SQL over the raw inputs")
-        mismatches = tuple(verify_outputs(rt, oracle, epochs))
+        mismatches += verify_outputs(rt, oracle, epochs)
         for line in mismatches:
             echo(f"  MISMATCH {line}")
     summary = DagsterDemoSummary(
-        epochs, oracle.input_rows(), tuple(driver.runs), seconds, mismatches, failure
+        epochs, oracle.input_rows(), tuple(driver.runs), seconds, tuple(mismatches), failure
     )
     verdict = "verified" if summary.verified else "NOT verified"
     echo(
@@ -216,6 +240,36 @@ def run_demo(
     verify = rt.ledger.verify()
     echo(f"ledger: {'ok' if verify.ok else 'FAILED'} ({verify.batches} batches)")
     return summary
+
+
+def read_pending(rt: Runtime, driver: Driver, account: int, epoch: int, echo: Echo) -> bool:
+    """A read of ``account`` as of ``epoch``, which ``balances`` has not processed: it is
+    recorded as a pending upquery, and the upquery sensor says what holds it. Whether it was
+    recorded (it is not when the stage has processed ``epoch`` already)."""
+    try:
+        found = rt.pending_reads.lookup_or_request("balances", [account], as_of=epoch)
+    except ReadPendingError as err:
+        echo(f"  lookup [{account}] as of epoch {epoch}: {err}")
+        reason = driver.tick(upquery_sensor_name("bank")).skip_reason
+        echo(f"  the upquery sensor: {reason.skip_message if reason else ''}")
+        return True
+    echo(f"  lookup [{account}] {describe_lookup(found)}")
+    return False
+
+
+def answer_pending(
+    rt: Runtime, driver: Driver, oracle: Oracle, account: int, *, epoch: int, echo: Echo
+) -> list[str]:
+    """The upquery sensor fills the pending read once ``balances`` has processed its epoch; the
+    read of ``account`` is then a hit. Returns the mismatches with the oracle."""
+    echo(f"\nthe upquery sensor, now that balances has processed epoch {epoch}:")
+    reason = driver.drive(
+        on_run=lambda run: echo(f"  {run.describe()}"), sensor_name=upquery_sensor_name("bank")
+    )
+    echo(f"  then: {reason.skip_message or ''}")
+    found = rt.lookup("balances", [account], as_of=epoch)
+    echo(f"  lookup [{account}] {describe_lookup(found)}")
+    return check_lookup(found, oracle, [account])
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,9 +1,10 @@
 """Drive a pipeline's Definitions as the Dagster daemon would, in this process.
 
-A tick evaluates the frontier sensor on a real instance and applies the partitions it adds and
-the asset events it reports (observations of source partitions);
-``execute`` runs one requested run in process, on that instance, tagged as the daemon tags a
-sensor's runs; ``drive`` repeats both until the sensor skips. Like the daemon, the driver
+A tick evaluates a sensor (the frontier sensor unless told) on a real instance and applies the
+partitions it adds and the asset events it reports (observations of source partitions);
+``execute`` runs one requested run in process (of the stages of an epoch, or an upquery run),
+on that instance, tagged as the daemon tags a sensor's runs; ``drive`` repeats both until the
+sensor skips. Like the daemon, the driver
 launches a run key only once: a sensor that asks for the same run key again is an error here.
 
 The runs, partitions, materializations and checks land in the instance, so the Dagster UI on
@@ -21,7 +22,14 @@ from dataclasses import dataclass, field
 
 import dagster as dg
 
-from dagster_project.names import clock_sensor_name, job_name, key_stage
+from dagster_project.names import (
+    UPQUERY_TAG,
+    clock_sensor_name,
+    job_name,
+    key_stage,
+    upquery_job_name,
+    upquery_sensor_name,
+)
 from dagster_project.names import sensor_name as frontier_name
 from dagster_project.partitions import key_epoch
 
@@ -37,11 +45,12 @@ class DriveError(RuntimeError):
 
 @dataclass(frozen=True)
 class LaunchedRun:
-    """One run the driver executed: which epoch and stages, and how it ended."""
+    """One run the driver executed: which epoch and stages (for an upquery run, no epoch and
+    the partial stage it filled), and how it ended."""
 
     run_id: str
     run_key: str | None
-    epoch: int
+    epoch: int | None
     stages: tuple[str, ...]
     success: bool
     seconds: float
@@ -49,7 +58,10 @@ class LaunchedRun:
     """Why the run failed: the first line of its failing step's error."""
 
     def describe(self) -> str:
-        what = f"run {self.run_id[:8]} epoch {self.epoch} ({', '.join(self.stages)})"
+        if self.epoch is None:
+            what = f"run {self.run_id[:8]} upquery of {', '.join(self.stages)}"
+        else:
+            what = f"run {self.run_id[:8]} epoch {self.epoch} ({', '.join(self.stages)})"
         if self.success:
             return f"{what}: succeeded in {self.seconds:.1f}s"
         return f"{what}: FAILED after {self.seconds:.1f}s: {self.error}"
@@ -106,28 +118,42 @@ class Driver:
     def execute(
         self, request: dg.RunRequest, *, raise_on_error: bool = True
     ) -> dg.ExecuteInProcessResult:
-        """Run one requested run in process; with ``raise_on_error``, a failed run raises
-        ``DriveError`` naming the run and its error (it is recorded in ``runs`` either way)."""
-        if request.partition_key is None:
+        """Run one requested run in process: a run of the stages of an epoch (the frontier
+        sensor's) or an upquery run (the upquery sensor's). With ``raise_on_error``, a failed
+        run raises ``DriveError`` naming the run and its error (it is recorded in ``runs``
+        either way)."""
+        upquery = request.job_name == upquery_job_name(self.pipeline)
+        if request.partition_key is None and not upquery:
             raise DriveError(f"run request {request.run_key!r} names no epoch partition")
-        job = self.defs.resolve_job_def(job_name(self.pipeline))
+        job = self.defs.resolve_job_def(request.job_name or job_name(self.pipeline))
         tags = dict(request.tags)
         if request.run_key is not None:
-            tags |= {RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: frontier_name(self.pipeline)}
+            sensor = upquery_sensor_name if upquery else frontier_name
+            tags |= {RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: sensor(self.pipeline)}
+        logs = {"loggers": {"console": {"config": {"log_level": self.console_log_level}}}}
         started = time.perf_counter()
-        result = job.execute_in_process(
-            run_config={"loggers": {"console": {"config": {"log_level": self.console_log_level}}}},
-            instance=self.instance,
-            partition_key=request.partition_key,
-            asset_selection=list(request.asset_selection or ()),
-            tags=tags,
-            raise_on_error=False,
-        )
-        stages = tuple(key_stage(self.pipeline, k) for k in request.asset_selection or ())
+        if upquery:
+            result = job.execute_in_process(
+                run_config={**dict(request.run_config), **logs},
+                instance=self.instance,
+                tags=tags,
+                raise_on_error=False,
+            )
+            stages: tuple[str, ...] = (request.tags[UPQUERY_TAG],)
+        else:
+            result = job.execute_in_process(
+                run_config=logs,
+                instance=self.instance,
+                partition_key=request.partition_key,
+                asset_selection=list(request.asset_selection or ()),
+                tags=tags,
+                raise_on_error=False,
+            )
+            stages = tuple(key_stage(self.pipeline, k) for k in request.asset_selection or ())
         run = LaunchedRun(
             result.run_id,
             request.run_key,
-            key_epoch(request.partition_key),
+            None if request.partition_key is None else key_epoch(request.partition_key),
             stages,
             result.success,
             time.perf_counter() - started,
@@ -139,18 +165,23 @@ class Driver:
         return result
 
     def drive(
-        self, max_ticks: int = 20, on_run: Callable[[LaunchedRun], None] | None = None
+        self,
+        max_ticks: int = 20,
+        on_run: Callable[[LaunchedRun], None] | None = None,
+        *,
+        sensor_name: str | None = None,
     ) -> dg.SkipReason:
         """Tick and run every request until a tick requests nothing; return its skip reason.
-        ``on_run`` hears of each run as it ends. Raises ``DriveError`` when a run fails, when
-        the sensor requests a run key it requested before, or when it still requests runs after
-        ``max_ticks`` ticks."""
+        ``sensor_name`` is the sensor to tick (default: the frontier sensor, with the epoch
+        clock ticked first when the pipeline has one). ``on_run`` hears of each run as it
+        ends. Raises ``DriveError`` when a run fails, when the sensor requests a run key it
+        requested before, or when it still requests runs after ``max_ticks`` ticks."""
         clock = clock_sensor_name(self.pipeline)
-        scheduled = any(s.name == clock for s in self.defs.sensors or ())
+        scheduled = sensor_name is None and any(s.name == clock for s in self.defs.sensors or ())
         for _ in range(max_ticks):
             if scheduled:  # the epoch clock opens and closes epochs first
                 self.tick(clock)
-            result = self.tick()
+            result = self.tick(sensor_name)
             if not result.run_requests:
                 return result.skip_reason or dg.SkipReason()
             for request in result.run_requests:

@@ -1,7 +1,9 @@
 """What a stage's materialization records, read from the ledger: its message, its reads, timing.
 
 Every value comes from the ledger after the run committed (or found the epoch already done),
-so the Dagster event says what the ledger holds, never what the run hoped to write.
+so the Dagster event says what the ledger holds, never what the run hoped to write. A partial
+stage's materialization also shows its state as the state store holds it after the run: present
+keys, state rows and bytes, and the hits, misses, upqueries and evictions of its reads.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import dagster as dg
 
 from dagster_project.columns import parquet_table_schema
 from pipelines.dataflow import Pipeline, Stage
+from pipelines.lookup import StateInfo
 from pipelines.runtime import RunResult
 from progress import Target, Time, Tracker
 from progress.ledger import Ledger, MessageRecord, MessageRef
@@ -105,6 +108,22 @@ class Materialized:
         if columns is not None:  # the committed output's columns, from its Parquet footer
             out["dagster/column_schema"] = columns
         return out
+
+
+def state_metadata(info: StateInfo) -> dict[str, Any]:
+    """A partial stage's state: present keys, state rows and bytes, what its reads found."""
+    out: dict[str, Any] = {
+        "present_keys": dg.MetadataValue.int(info.present_keys),
+        "state_rows": dg.MetadataValue.int(info.rows),
+        "state_bytes": dg.MetadataValue.int(info.bytes),
+        "hits": dg.MetadataValue.int(info.hits),
+        "misses": dg.MetadataValue.int(info.misses),
+        "upqueries": dg.MetadataValue.int(info.upqueries),
+        "evictions": dg.MetadataValue.int(info.evictions),
+    }
+    if info.max_keys is not None:
+        out["max_keys"] = dg.MetadataValue.int(info.max_keys)
+    return out
 
 
 def input_frontiers(tracker: Tracker, stage: Stage) -> tuple[InputFrontier, ...]:

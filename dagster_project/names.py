@@ -1,7 +1,8 @@
 """The Dagster names of a pipeline's parts: asset keys, check names, job and sensor, run tags.
 
 A stage ``valid_cards`` of pipeline ``bank`` is the asset ``bank/valid_cards``; its epochs run in
-the job ``bank_job``, requested by the sensor ``bank_frontier``.
+the job ``bank_job``, requested by the sensor ``bank_frontier``. The pending reads of a partial
+stage are filled by the job ``bank_upquery``, requested by the sensor ``bank_upqueries``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ STAGES_TAG = "epochgate/stages"
 """Run tag: the stages a run was requested for, comma-separated, upstream first."""
 EPOCH_TAG = "epochgate/epoch"
 """Run tag: the epoch a run was requested for (an int, also the run's partition)."""
+UPQUERY_TAG = "epochgate/upquery"
+"""Run tag of an upquery run: the partial stage whose pending reads it fills."""
 
 LEDGER_CHECK = "ledger_consistent"
 """The asset check of every stage: the ledger agrees with the materialized epoch."""
@@ -42,6 +45,20 @@ def job_name(pipeline: str) -> str:
 
 def sensor_name(pipeline: str) -> str:
     return f"{pipeline}_frontier"
+
+
+def upquery_job_name(pipeline: str) -> str:
+    """The job that fills the pending reads of a partial stage."""
+    return f"{pipeline}_upquery"
+
+
+def upquery_op_name(pipeline: str) -> str:
+    """The one op of the upquery job (a repository refuses an op named like a job)."""
+    return f"{pipeline}_fill_pending"
+
+
+def upquery_sensor_name(pipeline: str) -> str:
+    return f"{pipeline}_upqueries"
 
 
 def assets_name(pipeline: str) -> str:

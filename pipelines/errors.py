@@ -103,6 +103,19 @@ class StageNotReadyError(PipelineError):
         super().__init__(f"stage {stage!r} is not ready for epoch {epoch}: {why}")
 
 
+class ReadPendingError(StageNotReadyError):
+    """A read of a partial stage as of an epoch it has not processed: it was recorded as a
+    pending upquery (``keys``, as given), which an upquery run fills once the stage has
+    processed ``epoch``."""
+
+    def __init__(
+        self, stage: str, epoch: object, holds: Sequence[str], keys: Sequence[object], recorded: str
+    ) -> None:
+        super().__init__(stage, epoch, holds)
+        self.keys = tuple(keys)
+        self.args = (f"{self.args[0]}; {recorded}",)
+
+
 class StateReadError(PipelineError):
     """A read, eviction or question about a stage's keyed state that cannot be served (not a
     keyed stage, a key of the wrong shape or type, an eviction from a full stage). Nothing was

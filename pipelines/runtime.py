@@ -34,6 +34,7 @@ from pipelines.families import lock_name
 from pipelines.inputs import SourceInput
 from pipelines.iteration import RoundCallback
 from pipelines.lookup import KeyedReads, Lookup, StateInfo
+from pipelines.pending import PendingReads
 from pipelines.results import RunResult, RunStatus
 from pipelines.settings import STATE_FILE, state_path
 from pipelines.sinks import SinkDirectory, publish_committed
@@ -41,7 +42,7 @@ from pipelines.spark import LazySpark, SparkFactory
 from pipelines.stages import SinkStage
 from pipelines.storage import DataStore, runtime_home
 from progress import Target, Time, Tracker
-from progress.ledger import Ledger, StageStatus
+from progress.ledger import Ledger, PendingUpquery, StageStatus
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -373,6 +374,18 @@ class Runtime:
         """A keyed stage's state: partial or not, present keys, rows, bytes, and the hits,
         misses, upqueries and evictions of its reads."""
         return self._reads.state_info(stage)
+
+    def request(self, stage: str, keys: Sequence[Any], as_of: int) -> list[PendingUpquery]:
+        """Record a read of ``keys`` of a partial stage as of ``as_of`` as pending upqueries in
+        the ledger (one per key; a key already pending at that epoch is not recorded again),
+        for an upquery run to fill once the stage has processed ``as_of``. Keys are checked as
+        ``lookup`` checks them; a full stage raises ``StateReadError``."""
+        return self.pending_reads.request(stage, keys, as_of)
+
+    @cached_property
+    def pending_reads(self) -> PendingReads:
+        """The pending upqueries of this pipeline's partial stages (``pipelines.pending``)."""
+        return PendingReads(self._reads)
 
     @cached_property
     def _reads(self) -> KeyedReads:

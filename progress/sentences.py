@@ -68,3 +68,24 @@ def ready_not_run(stage: str, time: Time) -> str:
     'balances is ready for epoch 3 and has not run it yet'
     """
     return f"{stage} is ready for {describe_time(time)} and has not run it yet"
+
+
+def read_recorded(stage: str, time: Time) -> str:
+    """A read that waits for ``time`` was recorded as a pending upquery.
+
+    >>> read_recorded("sum", 3)
+    'the read is recorded as a pending upquery of sum: it is filled once sum has processed epoch 3'
+    """
+    return (
+        f"the read is recorded as a pending upquery of {stage}: "
+        f"it is filled once {stage} has processed {describe_time(time)}"
+    )
+
+
+def reads_wait(stage: str, keys: int, time: Time, holds: Sequence[str]) -> str:
+    """Pending reads of ``keys`` keys of ``stage`` as of ``time``, and what holds that epoch.
+
+    >>> reads_wait("sums", 2, 3, ["source cards, worker 2, still holds epoch 3"])
+    '2 pending read(s) of sums as of epoch 3 wait: source cards, worker 2, still holds epoch 3'
+    """
+    return f"{keys} pending read(s) of {stage} as of {describe_time(time)} wait: {'; '.join(holds)}"

@@ -1,6 +1,7 @@
 """The ``bank`` example: card payments and wire transfers through validation, a union, running
-balances per account (stateful), totals per merchant category, a join with accounts, and rings
-of accounts linked by large transfers (an iterative stage: label propagation to a fixed point).
+balances per account (stateful and partial: it keeps the accounts that are read), totals per
+merchant category, a join with accounts, and rings of accounts linked by large transfers (an
+iterative stage: label propagation to a fixed point).
 
 Sources: ``card_payments`` (3 workers), ``wire_transfers`` (2 workers), ``accounts`` (the
 accounts dimension, re-sent each epoch). Amounts are integer cents, so every sum is exact.
@@ -152,7 +153,12 @@ def pipeline(rings: bool = True) -> Pipeline:
     )
     bank.transform("category_totals", movements, fn=category_totals)
     bank.stateful(
-        "balances", movements, key=["account_id"], schema=BALANCES, update=update_balances
+        "balances",
+        movements,
+        key=["account_id"],
+        schema=BALANCES,
+        update=update_balances,
+        partial=True,
     )
     enriched = bank.join("enriched", movements, accounts, on=["account_id"])
     bank.transform("region_totals", enriched, fn=region_totals)

@@ -2,7 +2,8 @@
 
 Files: ``{root}/{source}/epoch={e}/worker={w}/part-{p}.parquet`` and ``{root}/accounts.parquet``.
 ``generate`` is deterministic for a seed; ``oracle`` reads the raw files and returns what each
-stage must hold at an epoch, as ``(columns, sorted rows)``.
+stage must hold at an epoch, as ``(columns, sorted rows)``, and the balances of some accounts as
+of an epoch (what a lookup of the partial ``balances`` must answer).
 """
 
 from __future__ import annotations
@@ -152,6 +153,13 @@ ORACLE_SQL = {
 }
 
 
+BALANCES_AS_OF_SQL = """
+    SELECT account_id, sum(amount_cents) AS balance_cents, count(*) AS movements
+    FROM movements WHERE epoch <= $e AND list_contains($accounts, account_id)
+    GROUP BY account_id"""
+"""The state of ``balances`` after epoch ``$e`` for the accounts ``$accounts``."""
+
+
 class Oracle:
     """Each stage of ``bank`` at an epoch, computed in DuckDB from the raw input files."""
 
@@ -189,6 +197,20 @@ class Oracle:
         cursor = self.con.execute(ORACLE_SQL[stage], {"e": epoch})
         columns = [d[0] for d in cursor.description]
         return columns, sorted(cursor.fetchall(), key=_sort_key)
+
+    def balances_as_of(self, accounts: list[int], epoch: int) -> list[tuple[Any, ...]]:
+        """``(account_id, balance_cents, movements)`` after ``epoch`` of each of ``accounts``
+        that has moved by then, sorted."""
+        rows = self.con.execute(BALANCES_AS_OF_SQL, {"e": epoch, "accounts": accounts}).fetchall()
+        return sorted(rows, key=_sort_key)
+
+    def some_accounts(self, count: int = 4) -> list[int]:
+        """``count`` accounts with movements, spread over the ids (the same for the same
+        inputs)."""
+        found = self.con.execute("SELECT DISTINCT account_id FROM movements ORDER BY 1").fetchall()
+        ids = [int(r[0]) for r in found]
+        step = max(1, len(ids) // max(count, 1))
+        return ids[::step][:count]
 
     def input_rows(self) -> int:
         cards = self.con.execute("SELECT count(*) FROM cards").fetchone()

@@ -241,3 +241,17 @@ class StageStatus:
     rounds: tuple[Time, ...] = field(default=())
     """For an iterative stage: ``Product(epoch, round)`` of each epoch whose rounds have
     started and not finished (the round a new run resumes from)."""
+
+
+@dataclass(frozen=True)
+class PendingUpquery:
+    """A read of one key of a partial stage as of an epoch it had not processed: ``key`` is the
+    key's values as a JSON list; ``filled_at`` is None until an upquery run fills it."""
+
+    upquery_id: int
+    pipeline: str
+    stage: str
+    key: str
+    as_of: int
+    requested_at: datetime
+    filled_at: datetime | None = None

@@ -143,6 +143,20 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE graphs ADD COLUMN definition VARCHAR;
     """,
+    # 7: pending upqueries: reads of a partial stage as of an epoch it had not processed yet,
+    # one row per key (its values as a JSON list), until an upquery run fills it.
+    """
+    CREATE SEQUENCE upquery_ids START 1;
+    CREATE TABLE upqueries (
+        upquery_id BIGINT PRIMARY KEY,
+        pipeline VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        key VARCHAR NOT NULL,
+        as_of BIGINT NOT NULL,
+        requested_at TIMESTAMP NOT NULL,
+        filled_at TIMESTAMP
+    );
+    """,
 )
 
 VERSION = len(MIGRATIONS)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from progress.antichain import Antichain
 from progress.graph import Graph
-from progress.ledger import inputs, queries, registry, runs, verify, writer
+from progress.ledger import inputs, queries, registry, runs, upqueries, verify, writer
 from progress.ledger.records import (
     CommitResult,
     History,
@@ -25,6 +25,7 @@ from progress.ledger.records import (
     MessageRecord,
     MessageRef,
     Origin,
+    PendingUpquery,
     Registration,
     StageStatus,
     VerifyReport,
@@ -220,6 +221,27 @@ class Ledger:
         """Record how a run ended: ``succeeded``, ``skipped`` or ``failed``."""
         with self._sessions.transaction() as s:
             runs.finish_run(s, run_id, status, batch_id, error)
+
+    # -- pending upqueries --------------------------------------------------------------------
+
+    def request_upqueries(
+        self, pipeline: str, stage: str, keys: Sequence[str], as_of: int
+    ) -> list[PendingUpquery]:
+        """Record a pending read of each key (its values as a JSON list) of ``stage`` as of
+        ``as_of``, in one transaction; a key already pending at that epoch is not recorded
+        again. Returns the pending read of each key, in the order given."""
+        with self._sessions.transaction() as s:
+            return upqueries.request(s, pipeline, stage, keys, as_of)
+
+    def pending_upqueries(self, pipeline: str, stage: str | None = None) -> list[PendingUpquery]:
+        """The reads of ``pipeline`` (of ``stage``, when given) not filled yet, oldest first."""
+        with self._sessions.session() as s:
+            return upqueries.pending(s, pipeline, stage)
+
+    def mark_upqueries_filled(self, upquery_ids: Sequence[int]) -> int:
+        """Mark pending reads filled; returns how many of them were still pending."""
+        with self._sessions.transaction() as s:
+            return upqueries.mark_filled(s, upquery_ids)
 
     # -- questions ---------------------------------------------------------------------------
 

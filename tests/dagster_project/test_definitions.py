@@ -81,6 +81,18 @@ def test_each_pipeline_has_an_in_process_job_and_a_frontier_sensor(tmp_path: Pat
         assert sensor.minimum_interval_seconds == 45
         assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
         assert sensor.job_name == f"{name}_job"
+    # A pipeline with partial stages (bank's balances) also has an upquery job and sensor,
+    # ticking as often as its frontier sensor.
+    upquery = defs.resolve_job_def("bank_upquery")
+    assert upquery.executor_def.name == "in_process"
+    assert upquery.partitions_def is None
+    upqueries = defs.resolve_sensor_def("bank_upqueries")
+    assert upqueries.minimum_interval_seconds == 45
+    assert upqueries.default_status == dg.DefaultSensorStatus.STOPPED
+    assert upqueries.job_name == "bank_upquery"
+    names = {s.name for s in defs.sensors or ()}
+    assert "shop_upqueries" not in names
+    dg.Definitions.validate_loadable(defs)  # what a code server checks (unique op names)
     assert parents(defs, "shop") == edges(shop(tmp_path / "export"))
     settled = defs.resolve_asset_graph().get(stage_key("shop", "settled"))
     assert "belongs to epoch t + 2" in (settled.description or "")

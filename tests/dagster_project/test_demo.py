@@ -23,7 +23,7 @@ from dagster_project.demo import (
     run_demo,
 )
 from dagster_project.driver import SENSOR_NAME_TAG
-from dagster_project.names import PARTITION_TAG, job_name, stage_key
+from dagster_project.names import PARTITION_TAG, UPQUERY_TAG, job_name, stage_key
 from dagster_project.partitions import epoch_key
 from dagster_project.resources import LedgerResource
 from pipelines.examples import bank
@@ -56,11 +56,53 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
         "Epoch 2 waits: source card_payments, worker 2, still holds epoch 2; "
     )
     assert "status:\npipeline bank\n" in held
+
+    # Reads of the partial balances: an upquery, a hit, an eviction and a re-read; then a read
+    # of the held epoch, recorded as pending, and filled by the upquery sensor's run.
+    reads = out.split("reads of balances (partial: it keeps only the accounts that are read):\n")
+    lines = reads[1].splitlines()
+    assert re.fullmatch(
+        r"  lookup \[\d+, \d+\] as of epoch 1, 2 by an upquery in \d+ ms: account .*", lines[0]
+    ), lines[0]
+    assert re.fullmatch(r"  lookup \[\d+, \d+\] again as of epoch 1, 2 hit\(s\) in .*", lines[1])
+    assert re.fullmatch(r"  evict \[(\d+)\]: \[\1\] turned into holes", lines[2]), lines[2]
+    assert re.fullmatch(r"  lookup \[\d+\] as of epoch 1, 1 by an upquery in .*", lines[3])
+    assert re.fullmatch(
+        r"  lookup \[\d+\] as of epoch 2: stage 'balances' is not ready for epoch 2: source "
+        r"card_payments, worker 2, still holds epoch 2; .*; the read is recorded as a pending "
+        r"upquery of balances: it is filled once balances has processed epoch 2",
+        lines[4],
+    ), lines[4]
+    assert lines[5].startswith(
+        "  the upquery sensor: No upquery can run in pipeline bank: 1 pending read(s) of "
+        "balances as of epoch 2 wait: source card_payments, worker 2, still holds epoch 2; "
+    )
+    answered = out.split("the upquery sensor, now that balances has processed epoch 2:\n")[1]
+    filled = answered.splitlines()
+    assert re.fullmatch(r"  run \w{8} upquery of balances: succeeded in .*", filled[0])
+    assert filled[1] == "  then: No pending upquery in pipeline bank."
+    assert re.fullmatch(r"  lookup \[\d+\] as of epoch 2, 1 hit\(s\) in .*", filled[2])
+    table = out.split("epochgate state:\n")[1].splitlines()
+    columns = re.split(r"\s{2,}", table[0])
+    shown = dict(zip(columns, re.split(r"\s{2,}", table[1]), strict=True))
+    # 3 accounts present; hits 2 + 1; misses 2 + 1 + 1 (the pending read); 3 upqueries (the
+    # first read's, the re-read's, the upquery run's); 1 eviction.
+    assert shown == shown | {
+        "stage": "balances",
+        "state": "partial",
+        "present keys": "3",
+        "hits": "3",
+        "misses": "4",
+        "upqueries": "3",
+        "evictions": "1",
+    }
+
     summary = re.search(r"(\d+) Dagster runs launched, (\d+) succeeded", out)
     assert summary is not None, out
     launched = int(summary[1])
-    # A run per epoch, and one more for the held epoch (its wires ran while its cards waited).
-    assert launched == int(summary[2]) == 3 + 1
+    # A run per epoch, one more for the held epoch (its wires ran while its cards waited), and
+    # the upquery run.
+    assert launched == int(summary[2]) == 3 + 1 + 1
     assert "8 stages x 3 epochs verified" in out
     assert "\nledger: ok (" in out
 
@@ -73,6 +115,10 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
         runs = instance.get_runs()
         assert len(runs) == launched
         assert {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
+        (upquery,) = [r for r in runs if r.job_name == "bank_upquery"]
+        assert upquery.tags[SENSOR_NAME_TAG] == "bank_upqueries"
+        assert upquery.tags[UPQUERY_TAG] == "balances"
+        runs = [r for r in runs if r is not upquery]
         assert {r.tags[SENSOR_NAME_TAG] for r in runs} == {"bank_frontier"}
         assert {r.tags[PARTITION_TAG] for r in runs} == {epoch_key(e) for e in range(3)}
         assert instance.get_dynamic_partitions("bank_epochs") == [epoch_key(e) for e in range(3)]
