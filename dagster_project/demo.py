@@ -53,10 +53,10 @@ from pipelines.examples.demo import (
     read_balances,
     release,
     send_epoch,
-    state_table,
     verify_outputs,
 )
 from pipelines.examples.sizes import add_size_options
+from pipelines.keyed_commands import state_text
 from pipelines.references import load
 from pipelines.runtime import Runtime
 from pipelines.settings import DAGSTER_DIR, DEMO_DIR, absolute, state_dir
@@ -217,7 +217,7 @@ def run_demo(
                 rt, driver, oracle, first, epoch=data.late_epoch, echo=echo
             )
         echo("\nepochgate state:")
-        echo(state_table([rt.state_info("balances")]))
+        echo(state_text([rt.state_info("balances")]))
     except DriveError as err:
         failure = str(err)
         echo(f"\nstopped: {failure}")

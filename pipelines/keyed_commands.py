@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipelines.errors import StageNotReadyError, StateReadError
+from pipelines.errors import StateReadError
 from pipelines.families import followers
 from pipelines.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.stages import KeyedStage
@@ -242,15 +242,10 @@ def state_text(infos: Sequence[StateInfo]) -> str:
 def cmd_lookup(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
     spec, keys = request.spec, request.keys
     assert spec is not None
-    try:
-        found = rt.lookup(
-            spec.name, keys, as_of=args.as_of, wait=False if args.wait is None else args.wait
-        )
-    except StageNotReadyError:
-        # The stage has not processed the epoch asked for (within --wait, if given): the error
-        # names what holds it. Recording a read without --wait as a pending upquery, for the
-        # Dagster sensor to answer once the frontier passes, belongs here.
-        raise
+    if args.wait is None:  # a partial stage's read of an epoch not processed yet is recorded
+        found = rt.pending_reads.lookup_or_request(spec.name, keys, as_of=args.as_of)
+    else:
+        found = rt.lookup(spec.name, keys, as_of=args.as_of, wait=args.wait)
     if args.json:
         print(json.dumps(lookup_json(found)))
     else:
@@ -339,7 +334,8 @@ def add_keyed_commands(
         type=seconds,
         metavar="SECONDS",
         help="when the stage has not processed --as-of yet, wait this long for another process "
-        "to run it (default: fail at once, naming what holds it)",
+        "to run it (default: fail at once, naming what holds it; a partial stage's read is then "
+        "recorded as a pending upquery, which the Dagster upquery sensor fills)",
     )
     lookup.add_argument("--json", action="store_true", help="print one JSON object")
     lookup.set_defaults(handler=handler, keyed=cmd_lookup)

@@ -19,7 +19,7 @@ from pipelines import reports
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, DemoData, Oracle, generate
 from pipelines.iteration import describe_round
-from pipelines.lookup import Lookup, StateInfo
+from pipelines.lookup import Lookup
 from pipelines.references import load
 from pipelines.runtime import RunResult, Runtime
 from pipelines.spark import quiet, spark_session
@@ -205,23 +205,6 @@ def read_balances(rt: Runtime, oracle: Oracle, accounts: Sequence[int], echo: Ec
     if back.rows != before:
         bad.append(f"account {chosen[0]} read again after its eviction: {back.rows}, {before}")
     return bad
-
-
-def state_table(infos: Sequence[StateInfo]) -> str:
-    """What ``epochgate state`` prints: a row per keyed stage, partial or full, its present
-    keys, state rows and bytes, the hits, misses, upqueries and evictions of its reads, and its
-    key budget."""
-    header: tuple[str, ...] = ("stage", "state", "present keys", "rows", "bytes", "hits")
-    header += ("misses", "upqueries", "evictions", "max_keys")
-    rows: list[tuple[str, ...]] = [header]
-    for i in infos:
-        counts = (i.present_keys, i.rows, i.bytes, i.hits, i.misses, i.upqueries, i.evictions)
-        budget = "-" if i.max_keys is None else str(i.max_keys)
-        rows.append((i.stage, "partial" if i.partial else "full", *map(str, counts), budget))
-    widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
-    return "\n".join(
-        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
 
 
 def verify_outputs(
