@@ -157,13 +157,16 @@ class KeyedReads:
         if as_of is not None and (type(as_of) is not int or as_of < 0):
             raise StateReadError(stage, f"as_of must be an epoch (an int >= 0): {as_of!r}")
         partial = spec.partial is not None
-        read = self.partial.read(self._p, stage, spec.key, asked, as_of, partial=partial)
+        mark = spec.partial is not None and spec.partial.max_keys is not None  # least recent
+        read = self.partial.read(self._p, stage, spec.key, asked, as_of, partial=partial, mark=mark)
         last = read.last_epoch
         if last is not None and (as_of is None or as_of <= last):
             target = last if as_of is None else as_of  # the state has it: no ledger needed
         else:  # ask the ledger (a partial stage added to a pipeline with history has no run)
             target = self._processed(spec, as_of, float(wait or 0))
-            read = self.partial.read(self._p, stage, spec.key, asked, target, partial=partial)
+            read = self.partial.read(
+                self._p, stage, spec.key, asked, target, partial=partial, mark=mark
+            )
         rows = {self._row_key(spec, r): r for r in read.rows}
         holes = [k for k in asked if k not in read.present]
         if holes:

@@ -28,6 +28,9 @@ from operator import and_, or_
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.families import chain
 from pipelines.stages import KeyedStage
@@ -137,15 +140,17 @@ class Upquery:
                     inputs = inputs.where(inputs[EPOCH] <= as_of)
                 out = spec.rederive(self.rt.spark, inputs)
                 path = scratch / name
-                out.write.parquet(str(path / "history"))
-                history = self.rt.spark.read.parquet(str(path / "history"))
-                self._keys_file(spec, keys, history, path / "keys")
+                path.mkdir()
+                table = out.toArrow()  # the keys' rows are few: no Spark write, no file listing
+                pq.write_table(table, path / "history.parquet")
+                pq.write_table(_keys_table(spec, keys, table.schema), path / "keys.parquet")
+                history = self.rt.spark.read.parquet(str(path / "history.parquet"))
                 self.partial.fill(
                     self._p,
                     name,
                     spec.key,
-                    keys_file=str(path / "keys" / "*.parquet"),
-                    history_file=str(path / "history" / "*.parquet"),
+                    keys_file=str(path / "keys.parquet"),
+                    history_file=str(path / "history.parquet"),
                     as_of=-1 if as_of is None else as_of,
                 )
             return as_of
@@ -209,12 +214,13 @@ class Upquery:
         ]
         return reduce(lambda a, b: a.unionByName(b), scans)
 
-    def _keys_file(
-        self, stage: KeyedStage, keys: Sequence[Key], history: DataFrame, path: Path
-    ) -> None:
-        """The keys asked, as Parquet with the key columns' types (so a key with no rows, an
-        empty answer, fills too)."""
-        from pyspark.sql import types as T
 
-        fields = T.StructType([history.schema[k] for k in stage.key])
-        self.rt.spark.createDataFrame([tuple(k) for k in keys], fields).write.parquet(str(path))
+def _keys_table(stage: KeyedStage, keys: Sequence[Key], schema: pa.Schema) -> pa.Table:
+    """The keys asked, with the key columns' types (so a key with no rows, an empty answer,
+    fills too)."""
+    return pa.table(
+        {
+            column: pa.array([k[i] for k in keys], type=schema.field(column).type)
+            for i, column in enumerate(stage.key)
+        }
+    )

@@ -103,8 +103,7 @@ class KeyedState:
                 )
                 con.execute(
                     "CREATE TABLE IF NOT EXISTS partial_stats (pipeline VARCHAR, stage VARCHAR, "
-                    "hits BIGINT, misses BIGINT, upqueries BIGINT, evictions BIGINT, "
-                    "PRIMARY KEY (pipeline, stage))"
+                    "hits BIGINT, misses BIGINT, upqueries BIGINT, evictions BIGINT)"
                 )
                 self._created = True
             con.execute("BEGIN TRANSACTION")

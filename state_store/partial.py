@@ -70,15 +70,23 @@ class PartialKeys:
 
     @staticmethod
     def _count(con: Any, pipeline: str, stage: str, **counts: int) -> None:
-        con.execute(
-            "INSERT OR IGNORE INTO partial_stats VALUES (?, ?, 0, 0, 0, 0)", [pipeline, stage]
-        )
-        sets = ", ".join(f"{name} = {name} + ?" for name in counts)
-        if sets:
+        """Add to a stage's counters: one row appended (no index to keep: a hit stays cheap);
+        ``counts`` sums them, and a fill or an eviction folds them into one row."""
+        if any(counts.values()):
+            values = [counts.get(name, 0) for name in COUNTERS]
             con.execute(
-                f"UPDATE partial_stats SET {sets} WHERE pipeline = ? AND stage = ?",
-                [*counts.values(), pipeline, stage],
+                "INSERT INTO partial_stats VALUES (?, ?, ?, ?, ?, ?)", [pipeline, stage, *values]
             )
+
+    @staticmethod
+    def _fold_counts(con: Any, pipeline: str, stage: str) -> None:
+        """Fold a stage's counter rows into one."""
+        sums = ", ".join(f"coalesce(sum({name}), 0)" for name in COUNTERS)
+        row = con.execute(
+            f"SELECT {sums} FROM partial_stats WHERE pipeline = ? AND stage = ?", [pipeline, stage]
+        ).fetchall()[0]
+        con.execute("DELETE FROM partial_stats WHERE pipeline = ? AND stage = ?", [pipeline, stage])
+        con.execute("INSERT INTO partial_stats VALUES (?, ?, ?, ?, ?, ?)", [pipeline, stage, *row])
 
     @staticmethod
     def _asked(con: Any, key: Sequence[str], keys: Sequence[Key]) -> str:
@@ -140,10 +148,12 @@ class PartialKeys:
         *,
         partial: bool,
         count: bool = True,
+        mark: bool = True,
     ) -> StateRead:
         """The rows of ``keys`` as of ``as_of`` (None: the last epoch), the keys present, and the
         last epoch, in one transaction; a read of a partial stage marks its present keys read
-        now and (with ``count``) counts them as hits. An ``as_of`` past the last epoch (or no
+        now (with ``mark``: what a key budget evicts by) and (with ``count``) counts them as
+        hits. An ``as_of`` past the last epoch (or no
         epoch at all) reads nothing: only the last epoch is returned."""
         history = ident(pipeline, stage, "history")
         latest = ident(pipeline, stage, "latest")
@@ -160,11 +170,16 @@ class PartialKeys:
                 found = frozenset()
                 if present.strip('"') in tables:
                     where, params = self._of(con, key, keys, "p")
-                    rows = con.execute(
-                        f"UPDATE {present} p SET _read = ? WHERE {where} "
-                        f"RETURNING {_columns(key, 'p')}",
-                        [time.time_ns() // 1000, *params],
-                    ).fetchall()
+                    if mark:
+                        rows = con.execute(
+                            f"UPDATE {present} p SET _read = ? WHERE {where} "
+                            f"RETURNING {_columns(key, 'p')}",
+                            [time.time_ns() // 1000, *params],
+                        ).fetchall()
+                    else:
+                        rows = con.execute(
+                            f"SELECT {_columns(key, 'p')} FROM {present} p WHERE {where}", params
+                        ).fetchall()
                     found = frozenset(tuple(r) for r in rows)
                 if count:
                     self._count(con, pipeline, stage, hits=len(found))
@@ -280,6 +295,7 @@ class PartialKeys:
             con.execute("DROP TABLE IF EXISTS temp.holes")
             if n:
                 self._count(con, pipeline, stage, upqueries=1)
+                self._fold_counts(con, pipeline, stage)
         return int(n)
 
     def count_misses(self, pipeline: str, stage: str, misses: int) -> None:
@@ -356,12 +372,12 @@ class PartialKeys:
                 if n:
                     sample = con.sql(f"SELECT * FROM {name} LIMIT {SAMPLE_ROWS}").to_arrow_table()
                     nbytes += int(sample.nbytes * n / max(sample.num_rows, 1))
+            sums = ", ".join(f"coalesce(sum({name}), 0)" for name in COUNTERS)
             row = con.execute(
-                "SELECT hits, misses, upqueries, evictions FROM partial_stats "
-                "WHERE pipeline = ? AND stage = ?",
+                f"SELECT {sums} FROM partial_stats WHERE pipeline = ? AND stage = ?",
                 [pipeline, stage],
             ).fetchall()
-        hits, misses, upqueries, evictions = row[0] if row else (0, 0, 0, 0)
+        hits, misses, upqueries, evictions = row[0]
         return StateCounts(
             present_keys=sizes["present"] if partial else sizes["latest"],
             rows=sizes["latest"],

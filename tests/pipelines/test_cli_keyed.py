@@ -155,9 +155,16 @@ def test_lookup_evict_and_state_from_the_shell(
         "GROUP BY kind ORDER BY kind"
     )
 
-    # An epoch the stage has not processed: what holds it, at once or after --wait.
+    # An epoch the stage has not processed: what holds it, at once (the read of a partial
+    # stage is then recorded as a pending upquery) or after --wait.
     held = "stage 'balances' is not ready for epoch 2: source moves, worker 0, still holds epoch 2"
-    assert cli.fails("lookup", "balances", "--key", "1", "--as-of", "2") == held
+    recorded = (
+        "; the read is recorded as a pending upquery of balances: it is filled once balances "
+        "has processed epoch 2"
+    )
+    assert cli.fails("lookup", "balances", "--key", "1", "--as-of", "2") == held + recorded
+    pending = rt.ledger.pending_upqueries("ledgers", "balances")
+    assert [(r.key, r.as_of) for r in pending] == [("[1]", 2)]
     started = time.monotonic()
     assert cli.fails("lookup", "balances", "--key", "1", "--as-of", "2", "--wait", "0.5") == held
     assert time.monotonic() - started >= 0.5
