@@ -21,7 +21,6 @@ re-derives a stateful stage's output for the keys it fills.
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -103,34 +102,40 @@ def replay_updates(
 ) -> DataFrame:
     """The output rows, with ``_epoch``, of a keyed fold over ``inputs`` (its input rows for a
     few keys, with ``_epoch``): ``update`` applied epoch by epoch from no state, as the stage's
-    runs applied it. The rows are few (those of the keys asked for), so they are brought to the
-    driver and each epoch is one small Spark job."""
+    runs applied it. The rows are few (those of the keys asked for), so they go to the driver
+    as Arrow and back, and each epoch with rows is one small Spark job."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql import types as T
 
-    columns = [f for f in inputs.schema.fields if f.name != "_epoch"]
-    batch_schema = T.StructType(columns)
-    by_epoch: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in inputs.collect():
-        named = row.asDict()
-        by_epoch[int(named.pop("_epoch"))].append(tuple(named[f.name] for f in columns))
-    state: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    by_name = [f.name for f in columns]
-    keyed = [by_name.index(k) for k in key]
+    table = inputs.toArrow()
+    epochs = table.column("_epoch")
+    rows = table.drop_columns(["_epoch"])
+    batch_schema = T.StructType([f for f in inputs.schema.fields if f.name != "_epoch"])
     names = schema.fieldNames()
-    at = [names.index(k) for k in key]
-    history: list[tuple[Any, ...]] = []
-    for epoch in sorted(by_epoch):
-        rows = by_epoch[epoch]
-        batch = spark.createDataFrame(rows, batch_schema)
-        moved = {tuple(r[i] for i in keyed) for r in rows}
-        carried = [v for k, v in state.items() if k in moved]
-        out = update(batch, spark.createDataFrame(carried, schema)).select(*names).collect()
-        for row in out:
-            values = tuple(row)
-            state[tuple(values[i] for i in at)] = values
-            history.append((*values, epoch))
+    state_schema = spark.createDataFrame([], schema).toArrow().schema
+    state: dict[tuple[Any, ...], dict[str, Any]] = {}
+    history: list[pa.Table] = []
+    for epoch in sorted(set(epochs.to_pylist())):
+        batch = rows.filter(pc.equal(epochs, epoch))
+        moved = set(zip(*(batch.column(k).to_pylist() for k in key), strict=True))
+        carried = pa.Table.from_pylist([state[k] for k in moved if k in state], state_schema)
+        out = (
+            update(
+                spark.createDataFrame(batch, schema=batch_schema),
+                spark.createDataFrame(carried, schema=schema),
+            )
+            .select(*names)
+            .toArrow()
+        )
+        for row in out.to_pylist():
+            state[tuple(row[k] for k in key)] = row
+        out = out.cast(state_schema)
+        history.append(out.append_column("_epoch", pa.array([epoch] * out.num_rows, pa.int64())))
     out_schema = T.StructType([*schema.fields, T.StructField("_epoch", T.LongType())])
-    return spark.createDataFrame(history, out_schema)
+    if not history:
+        return spark.createDataFrame([], out_schema)
+    return spark.createDataFrame(pa.concat_tables(history), schema=out_schema)
 
 
 def check_key_columns(
