@@ -58,6 +58,7 @@ class KeyedState:
         self._file = AttachedFile(self.path, lock_timeout)
         self._writing: dict[tuple[str, str], int] = {}
         self._created = False
+        self._seen: set[str] = set()
 
     def writer_lock_path(self, pipeline: str, stage: str) -> Path:
         """The lock file that ``writer`` holds for one stage."""
@@ -114,13 +115,12 @@ class KeyedState:
                 raise
             con.execute("COMMIT")
 
-    @staticmethod
-    def tables(con: Any) -> set[str]:
-        """The names of the file's tables, in one look."""
-        rows = con.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
-        ).fetchall()
-        return {r[0] for r in rows}
+    def has(self, con: Any, table: str) -> bool:
+        """Whether ``table`` exists, remembered once it does (no table of the store is ever
+        dropped): a read of a few keys asks the catalog only until then."""
+        if table not in self._seen and self.exists(con, table):
+            self._seen.add(table)
+        return table in self._seen
 
     @staticmethod
     def exists(con: Any, table: str) -> bool:

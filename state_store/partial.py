@@ -164,11 +164,10 @@ class PartialKeys:
                 as_of is not None and last is not None and as_of > last
             ):
                 return StateRead([], frozenset(), last)  # not answerable here: nothing marked
-            tables = self.state.tables(con)
             found: frozenset[Key] = frozenset(keys)
             if partial:
                 found = frozenset()
-                if present.strip('"') in tables:
+                if self.state.has(con, present):
                     where, params = self._of(con, key, keys, "p")
                     if mark:
                         rows = con.execute(
@@ -187,13 +186,13 @@ class PartialKeys:
                 self._count(con, pipeline, stage, hits=len(keys))
             out: list[dict[str, Any]] = []
             if as_of is None or as_of == last:
-                if latest.strip('"') in tables:
+                if self.state.has(con, latest):
                     where, params = self._of(con, key, keys, "l")
                     cursor = con.execute(
                         f"SELECT l.* EXCLUDE (_epoch) FROM {latest} l WHERE {where}", params
                     )
                     out = _dicts(cursor)
-            elif history.strip('"') in tables:
+            elif self.state.has(con, history):
                 where, params = self._of(con, key, keys, "h")
                 cursor = con.execute(
                     f"SELECT * EXCLUDE (_epoch, _attempt, _rank) FROM (SELECT h.*, "
@@ -206,7 +205,8 @@ class PartialKeys:
                     [pipeline, stage, as_of, *params],
                 )
                 out = _dicts(cursor)
-            con.execute("DROP TABLE IF EXISTS temp.asked")
+            if len(keys) > INLINE_KEYS:
+                con.execute("DROP TABLE IF EXISTS temp.asked")
         return StateRead(out, found, last)
 
     def export_present(self, pipeline: str, stage: str, key: Sequence[str], out_file: str) -> int:
