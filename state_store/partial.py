@@ -124,11 +124,6 @@ class PartialKeys:
         one = "(" + " AND ".join(f'{alias}."{c}" = ?' for c in key) + ")"
         return "(" + " OR ".join(one for _ in keys) + ")", [v for k in keys for v in k]
 
-    def last_epoch(self, pipeline: str, stage: str) -> int | None:
-        """The last epoch whose run of ``stage`` the state holds (committed)."""
-        with self.state.connect() as con:
-            return self._last(con, pipeline, stage)
-
     @staticmethod
     def _last(con: Any, pipeline: str, stage: str) -> int | None:
         row = con.execute(
