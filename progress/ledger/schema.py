@@ -157,6 +157,33 @@ MIGRATIONS: tuple[str, ...] = (
         filled_at TIMESTAMP
     );
     """,
+    # 8: captures (a stage output recorded into a directory, until stopped) and replays (how
+    # far each captured stream has been fed into a replayed source: the next event index,
+    # moved in the same transaction as the batch that feeds the event).
+    """
+    CREATE TABLE captures (
+        pipeline VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        port INTEGER NOT NULL,
+        worker INTEGER,
+        directory VARCHAR NOT NULL,
+        stream VARCHAR NOT NULL,
+        from_epoch BIGINT,
+        started_batch BIGINT NOT NULL,
+        started_at TIMESTAMP NOT NULL,
+        stopped_at TIMESTAMP,
+        PRIMARY KEY (pipeline, directory)
+    );
+    CREATE TABLE replays (
+        pipeline VARCHAR NOT NULL,
+        node VARCHAR NOT NULL,
+        stream VARCHAR NOT NULL,
+        directory VARCHAR NOT NULL,
+        worker INTEGER NOT NULL,
+        next_index BIGINT NOT NULL,
+        PRIMARY KEY (pipeline, node, stream)
+    );
+    """,
 )
 
 VERSION = len(MIGRATIONS)

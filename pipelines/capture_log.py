@@ -1,0 +1,305 @@
+"""The capture directory: Parquet data files and a versioned, self-describing event log.
+
+    DIR/events.jsonl     one JSON object per line: the header, then events 0, 1, 2, ...
+    DIR/data/*.parquet   the data of the messages, named by the events that carry them
+
+The header line reads ``{"format": "epochgate-capture", "version": 1, "stream": <id>, ...}``
+and says which pipeline, stage, port and worker the stream came from, its minimum time and the
+Spark schema of its rows (as JSON). Each event line has ``index`` (0, 1, 2, ...), ``kind``
+(``messages``, ``progress`` or ``revision``), ``time`` and ``files`` (``path``, ``rows``,
+``bytes``, ``sha256``) or ``changes`` (``[[time, delta], ...]``), ``batch`` (the id of the ledger
+batch that committed it, where the stream was captured: a capture resumes after the last one),
+and ``crc``: the CRC-32 of the
+line's canonical JSON without ``crc`` (keys sorted, no spaces). DuckDB reads it as it is::
+
+    SELECT index, kind, time, changes FROM read_json('DIR/events.jsonl') WHERE kind IS NOT NULL
+
+An event line is appended with one write, flushed and synced, under an exclusive lock on
+``DIR/events.lock``; a reader that finds the last line cut short (a writer killed in the write)
+refuses the log, and the writer cuts the torn tail off before it appends again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time as clock
+import uuid
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from progress.capture import (
+    DataFile,
+    Event,
+    Messages,
+    Progress,
+    Revision,
+    Rule,
+    StreamChecker,
+    StreamError,
+)
+
+FORMAT = "epochgate-capture"
+VERSION = 1
+LOG = "events.jsonl"
+LOCK = "events.lock"
+DATA = "data"
+
+
+@dataclass(frozen=True)
+class Header:
+    """Where a stream came from. ``stream`` is its identity (a fresh id per capture), so a
+    replay knows a stream again after the directory is copied or moved."""
+
+    stream: str
+    pipeline: str
+    stage: str
+    port: int
+    worker: int | None
+    minimum: int
+    schema: str
+    created_at: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "stream": self.stream,
+            "pipeline": self.pipeline,
+            "stage": self.stage,
+            "port": self.port,
+            "worker": self.worker,
+            "minimum": self.minimum,
+            "schema": self.schema,
+            "created_at": self.created_at,
+        }
+
+
+def new_header(
+    pipeline: str, stage: str, *, port: int = 0, worker: int | None = None, schema: str = ""
+) -> Header:
+    created = clock.strftime("%Y-%m-%dT%H:%M:%SZ", clock.gmtime())
+    return Header(uuid.uuid4().hex, pipeline, stage, port, worker, 0, schema, created)
+
+
+@dataclass(frozen=True)
+class Log:
+    """A capture read back and checked: its header and every event, in order."""
+
+    directory: Path
+    header: Header
+    events: tuple[Event, ...]
+    batches: tuple[int | None, ...]
+    """The ledger batch behind each event, where the capture recorded one."""
+
+    @property
+    def last_batch(self) -> int | None:
+        return max((b for b in self.batches if b is not None), default=None)
+
+
+def _canonical(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    body = {k: v for k, v in obj.items() if k != "crc"}
+    sealed = dict(body, crc=zlib.crc32(_canonical(body).encode()))
+    return (_canonical(sealed) + "\n").encode()
+
+
+def _files_json(files: Sequence[DataFile]) -> list[dict[str, Any]]:
+    return [{"path": f.path, "rows": f.rows, "bytes": f.bytes, "sha256": f.sha256} for f in files]
+
+
+def event_json(index: int, event: Event, batch: int | None = None) -> dict[str, Any]:
+    """An event as its log line's object (without ``crc``)."""
+    out: dict[str, Any]
+    if isinstance(event, Progress):
+        out = {"index": index, "kind": "progress", "changes": [list(c) for c in event.changes]}
+    else:
+        kind = "messages" if isinstance(event, Messages) else "revision"
+        out = {"index": index, "kind": kind, "time": event.time, "files": _files_json(event.files)}
+    if batch is not None:
+        out["batch"] = batch
+    return out
+
+
+def _event(stream: str, index: int, obj: dict[str, Any]) -> Event:
+    try:
+        kind = obj["kind"]
+        if kind == "progress":
+            return Progress(tuple((int(t), int(d)) for t, d in obj["changes"]))
+        files = tuple(
+            DataFile(str(f["path"]), int(f["rows"]), int(f["bytes"]), str(f["sha256"]))
+            for f in obj["files"]
+        )
+        if kind == "messages":
+            return Messages(obj["time"], files)
+        if kind == "revision":
+            return Revision(obj["time"], files)
+    except (KeyError, TypeError, ValueError) as err:
+        raise StreamError(stream, index, Rule.CORRUPT, f"malformed event: {err}") from err
+    raise StreamError(stream, index, Rule.CORRUPT, f"unknown event kind {kind!r}")
+
+
+def _parse(stream: str, index: int | None, raw: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw)
+    except ValueError as err:
+        raise StreamError(stream, index, Rule.CORRUPT, f"not JSON: {err}") from err
+    if not isinstance(obj, dict) or "crc" not in obj:
+        raise StreamError(stream, index, Rule.CORRUPT, "a line without a checksum")
+    body = {k: v for k, v in obj.items() if k != "crc"}
+    if zlib.crc32(_canonical(body).encode()) != obj["crc"]:
+        raise StreamError(stream, index, Rule.CORRUPT, "checksum mismatch")
+    return body
+
+
+def _header(stream: str, obj: dict[str, Any]) -> Header:
+    if obj.get("format") != FORMAT or obj.get("version") != VERSION:
+        found = f"format {obj.get('format')!r}, version {obj.get('version')!r}"
+        raise StreamError(stream, None, Rule.FOREIGN, f"{found}; this code reads version {VERSION}")
+    try:
+        return Header(
+            str(obj["stream"]),
+            str(obj["pipeline"]),
+            str(obj["stage"]),
+            int(obj["port"]),
+            None if obj["worker"] is None else int(obj["worker"]),
+            int(obj["minimum"]),
+            str(obj["schema"]),
+            str(obj["created_at"]),
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise StreamError(stream, None, Rule.FOREIGN, f"a header without {err}") from err
+
+
+def _lines(directory: Path) -> list[bytes]:
+    """The log's complete lines; a last line without its newline is looked at again once
+    (a writer may be inside its one write), then refused."""
+    path = directory / LOG
+    name = str(directory)
+    for attempt in range(2):
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as err:
+            raise StreamError(name, None, Rule.FOREIGN, f"no {LOG} in {name}") from err
+        if not data or data.endswith(b"\n"):
+            return data.splitlines()
+        if attempt == 0:
+            clock.sleep(0.05)
+    raise StreamError(name, data.count(b"\n") - 1, Rule.TRUNCATED, f"{LOG} ends mid-line")
+
+
+def read(directory: str | Path, *, check_data: bool = False) -> Log:
+    """The capture in ``directory``, checked line by line (checksums, indexes, the header's
+    version) and against the replay protocol; ``check_data`` also checks every data file's
+    size and SHA-256. Raises ``StreamError`` naming the event and the rule it breaks."""
+    directory = Path(directory)
+    name = str(directory)
+    lines = _lines(directory)
+    if not lines:
+        raise StreamError(name, None, Rule.TRUNCATED, f"{LOG} is empty")
+    header = _header(name, _parse(name, None, lines[0]))
+    checker = StreamChecker(name, header.minimum)
+    events: list[Event] = []
+    batches: list[int | None] = []
+    for position, raw in enumerate(lines[1:]):
+        obj = _parse(name, position, raw)
+        if obj.get("index") != position:
+            raise StreamError(name, position, Rule.OUT_OF_ORDER, f"index {obj.get('index')!r}")
+        event = _event(name, position, obj)
+        checker.check(event)
+        if check_data:
+            check_files(directory, position, event)
+        events.append(event)
+        batch = obj.get("batch")
+        batches.append(batch if isinstance(batch, int) else None)
+    return Log(directory, header, tuple(events), tuple(batches))
+
+
+def check_files(directory: Path, index: int, event: Event) -> None:
+    """Raise ``StreamError`` (``DATA_MISSING``) unless every file of ``event`` is there with
+    its recorded size and SHA-256."""
+    if isinstance(event, Progress):
+        return
+    for f in event.files:
+        path = directory / f.path
+        if not path.is_file() or path.stat().st_size != f.bytes or sha256(path) != f.sha256:
+            raise StreamError(str(directory), index, Rule.DATA_MISSING, f.path)
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextmanager
+def locked(directory: str | Path) -> Iterator[Path]:
+    """Hold the directory's writer lock (one writer at a time, across processes)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield directory
+    finally:
+        os.close(fd)
+
+
+def create(directory: str | Path, header: Header) -> None:
+    """Start a log with ``header`` in ``directory`` (which must not hold one yet)."""
+    with locked(directory) as d:
+        path = d / LOG
+        if path.exists() and path.stat().st_size:
+            raise StreamError(str(d), None, Rule.FOREIGN, f"{LOG} exists already")
+        (d / DATA).mkdir(exist_ok=True)
+        _append(path, [_line(header.as_json())])
+
+
+def append(
+    directory: str | Path,
+    first_index: int,
+    events: Sequence[Event],
+    batches: Sequence[int | None] | None = None,
+) -> None:
+    """Append ``events`` (committed by ledger ``batches``, where known) as indexes
+    ``first_index, ...``: the caller holds ``locked`` and knows the log's ``length``."""
+    path = Path(directory) / LOG
+    of = list(batches) if batches is not None else [None] * len(events)
+    _append(
+        path,
+        [_line(event_json(first_index + i, e, of[i])) for i, e in enumerate(events)],
+    )
+
+
+def length(directory: str | Path) -> int:
+    """How many events the log holds, after cutting off a torn last line (the caller holds
+    ``locked``: a torn line is then a writer that died inside its write)."""
+    path = Path(directory) / LOG
+    data = path.read_bytes()
+    cut = data.rfind(b"\n") + 1
+    if cut != len(data):
+        with path.open("r+b") as fh:
+            fh.truncate(cut)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return max(data[:cut].count(b"\n") - 1, 0)
+
+
+def _append(path: Path, lines: Sequence[bytes]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, b"".join(lines))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
