@@ -64,6 +64,8 @@ class InputHandle:
     [(Source('payments', 0), 0, -1), (Source('payments', 0), 3, 1)]
     >>> handle.advance_to(3)
     []
+    >>> handle.send(at=5)
+    [(Target('validate', 0), 5, 1)]
     """
 
     def __init__(
@@ -109,14 +111,25 @@ class InputHandle:
     def closed(self) -> bool:
         return self._closed
 
-    def send(self, port: int = 0) -> list[Update]:
-        """Announce one message at the current time on output ``port``: +1 at each target."""
+    def send(self, port: int = 0, *, at: object = None) -> list[Update]:
+        """Announce one message on output ``port``: +1 at each target, at the current time or
+        at ``at``, any time greater than or equal to it (the capability held at the current
+        time holds every later time, as timely's ``session_at`` does); a time below the
+        current one raises ``TimeRegressionError``. Readiness is unchanged: the capability at
+        the current time keeps every later time from being ready."""
         if self._closed:
             raise ClosedHandleError(self.node, self.worker, "send", pipeline=self.pipeline)
         if not 0 <= port < len(self._sources):
             raise HandleError(f"input {self.node!r} has no output port {port}")
+        time = self._time
+        if at is not None:
+            time = self._valid(at)
+            if not less_equal(self._time, time):
+                raise TimeRegressionError(
+                    self.node, self.worker, self._time, time, pipeline=self.pipeline
+                )
         targets = self._graph.edges.get(self._sources[port], ())
-        return [(target, self._time, 1) for target in targets]
+        return [(target, time, 1) for target in targets]
 
     def check_advance(self, time: object) -> Time:
         """Raise what ``advance_to(time)`` would raise; return ``time`` as a time."""

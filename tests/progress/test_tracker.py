@@ -95,6 +95,28 @@ def test_handles_refuse_going_back_and_acting_after_close() -> None:
         input_handle(t, "validate", 0)
 
 
+def test_a_handle_sends_at_a_later_time_and_readiness_still_waits_for_its_capability() -> None:
+    t = tracker()
+    h = input_handle(t, "payments", 0)
+    t.apply(h.advance_to(2))
+    t.apply(input_handle(t, "payments", 1).close())
+    assert h.send(at=2) == h.send() == [(Target("validate"), 2, 1)]
+    t.apply(h.send(at=5))  # a message ahead of the capability, which still holds 2
+    assert not t.ready("validate", 5)  # the capability at 2 may still send at 5
+    t.apply(h.advance_to(5))
+    assert not t.ready("validate", 5)
+    t.apply(h.advance_to(6))
+    assert t.ready("validate", 5)
+    with pytest.raises(TimeRegressionError) as err:
+        h.send(at=4)
+    assert (err.value.current, err.value.requested) == (6, 4)
+    with pytest.raises(InvalidInputTimeError):
+        h.send(at=-1)
+    h.close()
+    with pytest.raises(ClosedHandleError):
+        h.send(at=9)
+
+
 def test_probe_follows_the_frontier() -> None:
     t = tracker()
     probe = progress.probe(t, Target("validate"))
