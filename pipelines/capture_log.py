@@ -197,6 +197,22 @@ def _lines(directory: Path) -> list[bytes]:
     raise StreamError(name, data.count(b"\n") - 1, Rule.TRUNCATED, f"{LOG} ends mid-line")
 
 
+def read_header(directory: str | Path) -> Header:
+    """The header of the capture in ``directory`` (its first line only, checked): what a
+    definition needs before any event is read. Raises ``StreamError`` (``FOREIGN``) when there
+    is no log, or one of another format or version."""
+    directory = Path(directory)
+    name = str(directory)
+    try:
+        with (directory / LOG).open("rb") as fh:
+            first = fh.readline()
+    except (FileNotFoundError, NotADirectoryError) as err:
+        raise StreamError(name, None, Rule.FOREIGN, f"no {LOG} in {name}") from err
+    if not first.endswith(b"\n"):
+        raise StreamError(name, None, Rule.TRUNCATED, f"{LOG} has no complete header line")
+    return _header(name, _parse(name, None, first))
+
+
 def read(directory: str | Path, *, check_data: bool = False) -> Log:
     """The capture in ``directory``, checked line by line (checksums, indexes, the header's
     version) and against the replay protocol; ``check_data`` also checks every data file's

@@ -37,6 +37,7 @@ from pipelines.errors import PipelineDefinitionError
 from pipelines.families import check_reader
 from pipelines.iteration import RoundStep, Transform
 from pipelines.partial import PartialState, partial_setting
+from pipelines.replay_source import replay_stage
 from pipelines.sinks import check_sink_path
 from pipelines.stages import (
     DEFAULT_MAX_ROUNDS,
@@ -178,6 +179,22 @@ class Pipeline:
                 DimensionStage, name, schema=schema, workers=workers, key=key, close=close
             )
         )
+
+    def replay(
+        self,
+        name: str,
+        directories: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        workers: int = 1,
+    ) -> Stream:
+        """A source fed by one or many captured streams (capture directories, see
+        ``pipelines.capture_log``): stream i goes to worker ``i % workers``, a worker with no
+        stream closes at once, and the source's frontier passes an epoch only after every
+        stream has released it. Its columns are the captures' (they must agree); a missing
+        directory, or one without a capture, is refused here. ``Runtime.replay()`` (which
+        ``run()`` calls first) feeds the captured events."""
+        check_name(self.name, name, "source")
+        return self._add(replay_stage(self.name, name, directories, workers))
 
     def _input_stage(
         self,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pipelines.errors import InputValidationError, first_line
 from pipelines.file_inputs import check_file
+from pipelines.replay_source import ReplayStage
 from pipelines.schema_check import check_columns
 from pipelines.stages import DimensionStage, SourceStage
 from pipelines.storage import DataStore, new_attempt
@@ -86,6 +87,14 @@ def source_worker(pipeline: Pipeline, source: str, worker: int) -> SourceStage:
     if not isinstance(stage, SourceStage):
         raise InputValidationError(
             source, None, f"{source!r} is not a source of the pipeline", pipeline=pipeline.name
+        )
+    if isinstance(stage, ReplayStage):
+        raise InputValidationError(
+            source,
+            None,
+            f"{source!r} is a replayed source: its captures feed it (Runtime.replay, "
+            "epochgate replay), not its input handles",
+            pipeline=pipeline.name,
         )
     if type(worker) is not int or not 0 <= worker < stage.workers:
         raise InputValidationError(

@@ -35,6 +35,7 @@ from pipelines.inputs import SourceInput
 from pipelines.iteration import RoundCallback
 from pipelines.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.pending import PendingReads
+from pipelines.replay import replay, replayed_sources
 from pipelines.results import RunResult, RunStatus
 from pipelines.settings import STATE_FILE, state_path
 from pipelines.sinks import SinkDirectory, publish_committed
@@ -173,11 +174,28 @@ class Runtime:
             return nullcontext()
         return self.state.writer(self.pipeline.name, lock_name(self.pipeline.stages, stage_name))
 
+    # -- replayed sources ----------------------------------------------------------------------
+
+    def replay(self) -> int:
+        """Feed the pipeline's replayed sources (``Pipeline.replay``) what their captures hold
+        now: each capture is checked whole first (a stream that breaks the protocol, a damaged
+        log or data file raises ``StreamError`` naming the directory, the event and the rule,
+        and nothing of this call is committed), then its events not fed yet are committed in
+        order, each with the stream's position, so a replay stopped anywhere resumes at the
+        next event. Returns the number of events fed. ``run()`` calls it first."""
+        return replay(self)
+
+    @property
+    def replayed(self) -> bool:
+        """Whether the pipeline has replayed sources."""
+        return bool(replayed_sources(list(self.pipeline.stages.values())))
+
     # -- runs ----------------------------------------------------------------------------------
 
     def run(self, on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
         """Run every ready ``(stage, epoch)`` in epoch order, then re-run stale outputs (those
-        that read an attempt a revision has replaced), until nothing is left.
+        that read an attempt a revision has replaced), until nothing is left. A pipeline with
+        replayed sources is fed (``replay()``) first.
 
         A stage run that fails commits nothing and that stage is not tried again in this call;
         every run that does not depend on its output goes on (readiness holds back those that
@@ -187,6 +205,8 @@ class Runtime:
         resolves its input, with one look at the counts; Spark works with the ledger unlocked.
         A stateful stage's writer lock is held from before its work until its commit or its
         failure."""
+        if self.replayed:
+            self.replay()
         self.publish_sinks()  # what a killed run committed but did not publish
         results: list[RunResult] = []
         failed: dict[str, StageFailedError] = {}  # by stage: not tried again in this call

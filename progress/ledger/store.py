@@ -16,7 +16,7 @@ from pathlib import Path
 
 from progress.antichain import Antichain
 from progress.graph import Graph
-from progress.ledger import inputs, queries, registry, runs, upqueries, verify, writer
+from progress.ledger import inputs, queries, registry, replays, runs, upqueries, verify, writer
 from progress.ledger.records import (
     CommitResult,
     History,
@@ -207,6 +207,29 @@ class Ledger:
     def _act(self, pipeline: str, node: str, worker: int, action: inputs.Action) -> CommitResult:
         with self._sessions.transaction() as s:
             return inputs.act(s, pipeline, node, worker, action)
+
+    # -- replayed sources ----------------------------------------------------------------------
+
+    def replay_positions(self, pipeline: str, node: str) -> dict[str, int]:
+        """The next event to feed of each captured stream fed into replayed source ``node``
+        so far, by stream id (a stream not there is at event 0)."""
+        with self._sessions.session() as s:
+            return replays.positions(s, pipeline, node)
+
+    def feed_replay(
+        self,
+        pipeline: str,
+        place: replays.Place,
+        feeds: Sequence[replays.Feed],
+        capability: replays.Capability,
+    ) -> int:
+        """Feed consecutive events of a captured stream into its ``place`` (a worker of a
+        replayed source) in one transaction: one batch per event (key
+        ``replay:<node>:<stream>:<index>``), and the stream's position moved past them.
+        Events fed already are passed over; returns how many were fed (see
+        ``progress.ledger.replays``)."""
+        with self._sessions.transaction() as s:
+            return replays.feed(s, pipeline, place, feeds, capability)
 
     # -- runs --------------------------------------------------------------------------------
 
