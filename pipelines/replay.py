@@ -84,7 +84,10 @@ def least_frontiers(log: Log) -> tuple[int | None, ...]:
 def _replay_source(rt: Bound, stage: ReplayStage) -> int:
     p = rt.pipeline.name
     for worker in range(stage.workers):
-        if not stage.streams_of(worker) and rt.ledger.worker_time(p, stage.name, worker):
+        if (
+            not stage.streams_of(worker)
+            and rt.ledger.worker_time(p, stage.name, worker) is not None
+        ):
             rt.ledger.close(p, stage.name, worker)
     at = rt.ledger.replay_positions(p, stage.name)
     streams = [_checked(rt, stage, i, at) for i in range(len(stage.directories))]

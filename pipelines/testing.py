@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines.dataflow import Pipeline
 from pipelines.errors import PipelineError
 from pipelines.runtime import Runtime
+from pipelines.replay_source import ReplayStage
 from pipelines.stages import SourceStage
 from progress.ledger import CommitResult, Ledger
 
@@ -110,9 +111,10 @@ def send_epochs(
 
 
 def close_sources(runtime: Runtime) -> None:
-    """Close every worker of every source that is still open: nothing more will come."""
+    """Close every worker of every source that is still open: nothing more will come (a
+    replayed source's workers close when their captures say so)."""
     for stage in runtime.pipeline.stages.values():
-        if isinstance(stage, SourceStage):
+        if isinstance(stage, SourceStage) and not isinstance(stage, ReplayStage):
             for worker in range(stage.workers):
                 handle = runtime.input(stage.name, worker)
                 if handle.epoch is not None:
