@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.dataflow import Pipeline
 from pipelines.errors import PipelineError
-from pipelines.runtime import Runtime
 from pipelines.replay_source import ReplayStage
+from pipelines.runtime import Runtime
 from pipelines.stages import SourceStage
 from progress.ledger import CommitResult, Ledger
 

@@ -68,7 +68,7 @@ def test_the_schema_comes_from_the_captures_and_bad_directories_are_refused(
     p = Pipeline("p")
     p.replay("payments", d)
     assert p.columns("payments") == ("account", "amount")
-    with pytest.raises(PipelineDefinitionError, match="no capture directory .*missing"):
+    with pytest.raises(PipelineDefinitionError, match=r"no capture directory .*missing"):
         Pipeline("p").replay("payments", [d, tmp_path / "missing"])
     other = tmp_path / "other"
     Capture(other, schema=T.StructType([T.StructField("account", T.IntegerType())]))
