@@ -20,6 +20,7 @@ from pipelines.inputs import source_worker
 from pipelines.iteration import describe_round
 from pipelines.keyed_commands import KeyedCommand, add_keyed_commands, prepare
 from pipelines.references import choose, choose_names, examples_text
+from pipelines.replay_commands import add_replay_commands
 from pipelines.runtime import Runtime
 from pipelines.scheduling import close_epochs
 from pipelines.settings import (
@@ -485,6 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _engine_commands(commands, engine)
     add_keyed_commands(commands, engine, cmd_keyed)
+    add_replay_commands(commands, engine, lambda args: runtime(args, *chosen(args)))
 
     demo = commands.add_parser("demo", help="run the bank example end to end and check it")
     add_size_options(demo)
