@@ -5,7 +5,9 @@ with the pipeline's edges as dependencies, a ledger check per stage, a job that 
 in one process (a process per step would start a JVM per step), a frontier sensor, for a
 pipeline with scheduled epochs (a clock, or sources closed by time or done-marker) an epoch clock
 sensor, and for a pipeline with partial stages an upquery job and sensor that fill reads
-recorded as pending (``dagster_project.upqueries``; it ticks as often as the frontier sensor).
+recorded as pending (``dagster_project.upqueries``; it ticks as often as the frontier sensor),
+and for a pipeline with replayed sources a replay sensor that feeds their captured events
+(``dagster_project.replays``; as often too).
 
     defs = build_definitions([bank.pipeline()], ledger=LedgerResource(path="/srv/ledger.duckdb"))
 """
@@ -21,6 +23,7 @@ from dagster_project.assets import source_specs, stage_asset_keys, stage_assets
 from dagster_project.epoch_clock import DEFAULT_INTERVAL as CLOCK_INTERVAL
 from dagster_project.epoch_clock import Now, epoch_clock_sensor, is_scheduled, utc_now
 from dagster_project.names import job_name
+from dagster_project.replays import has_replayed_sources, replay_sensor
 from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
 from dagster_project.sensors import DEFAULT_INTERVAL, frontier_sensor
 from dagster_project.upqueries import partial_stages, upquery_job, upquery_sensor
@@ -83,6 +86,14 @@ def build_definitions(
                 upquery_sensor(
                     pipeline,
                     upquery,
+                    minimum_interval_seconds=sensor_interval,
+                    default_status=sensor_status,
+                )
+            )
+        if has_replayed_sources(pipeline):
+            sensors.append(
+                replay_sensor(
+                    pipeline,
                     minimum_interval_seconds=sensor_interval,
                     default_status=sensor_status,
                 )

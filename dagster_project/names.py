@@ -74,3 +74,8 @@ BACKFILL_TAG = "dagster/backfill"
 
 def clock_sensor_name(pipeline: str) -> str:
     return f"{pipeline}_epoch_clock"
+
+
+def replay_sensor_name(pipeline: str) -> str:
+    """The sensor that feeds a pipeline's replayed sources from their captures."""
+    return f"{pipeline}_replay"
