@@ -25,6 +25,7 @@ from pipelines.errors import (
 from pipelines.inputs import SourceInput
 from pipelines.lookup import Lookup, StateInfo
 from pipelines.partial import PartialState
+from pipelines.replay_source import ReplayStage
 from pipelines.runtime import RunResult, RunStatus, Runtime
 from pipelines.sinks import SinkPublishError
 from pipelines.spark import SparkUnavailableError, spark_session
@@ -56,6 +57,7 @@ __all__ = [
     "Pipeline",
     "Stream",
     "Stage",
+    "ReplayStage",
     "SourceStage",
     "DimensionStage",
     "TransformStage",
