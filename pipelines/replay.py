@@ -83,14 +83,14 @@ def least_frontiers(log: Log) -> tuple[int | None, ...]:
 
 def _replay_source(rt: Bound, stage: ReplayStage) -> int:
     p = rt.pipeline.name
-    for worker in range(stage.workers):
+    at = rt.ledger.replay_positions(p, stage.name)
+    streams = [_checked(rt, stage, i, at) for i in range(len(stage.directories))]
+    for worker in range(stage.workers):  # after the checks: a refused call commits nothing
         if (
             not stage.streams_of(worker)
             and rt.ledger.worker_time(p, stage.name, worker) is not None
         ):
             rt.ledger.close(p, stage.name, worker)
-    at = rt.ledger.replay_positions(p, stage.name)
-    streams = [_checked(rt, stage, i, at) for i in range(len(stage.directories))]
     by_id = {s.id: s for s in streams}
     fed = 0
     for stream in streams:

@@ -178,3 +178,23 @@ def test_events_fed_in_pieces_equal_events_fed_at_once(tmp_path: Path) -> None:
 
     assert seen(rt) == seen(whole)
     assert snapshot(rt)[2:] == snapshot(whole)[2:]
+
+
+def test_a_first_replay_refused_closes_no_worker_either(tmp_path: Path) -> None:
+    c = Capture(tmp_path / "capture")
+    c.add(c.messages(0, [("x", 1)]), Progress(((0, 1),)), Messages(-1))
+    p = Pipeline("refusals")
+    p.transform("copy", p.replay("payments", c.directory, workers=2), fn=lambda df: df)
+    rt = Runtime(p, Ledger(tmp_path / "ledger.duckdb"), no_spark, tmp_path / "data")
+    before = (snapshot(rt), rt.ledger.worker_time("refusals", "payments", 1))
+    with pytest.raises(StreamError) as err:
+        rt.replay()
+    assert (err.value.rule, err.value.index) == (Rule.BAD_TIME, 2)
+    assert (
+        (snapshot(rt), rt.ledger.worker_time("refusals", "payments", 1))
+        == before
+        == (
+            before[0],
+            0,
+        )
+    )
