@@ -1,6 +1,7 @@
-"""A partial stage's run refuses input whose key column is null or of another type than its
-state's: the error names the stage, the epoch and the column (and the file of a null), and
-nothing is committed; the epoch runs once its input is right, exactly as DuckDB SQL says."""
+"""A partial stage's run (a fold's, an aggregate's) refuses input whose key column is null or of
+another type than its state's: the error names the stage, the epoch and the column (and the file
+of a null), and nothing is committed; the epoch runs once its input is right, exactly as DuckDB
+SQL says."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from pipelines import Pipeline
 from pipelines.errors import RunFailedError, StageFailedError
 from pipelines.runtime import Runtime
 from progress.ledger import Ledger
-from tests.pipelines.partials import BALANCES, MOVES, Raw, fold, writes
+from tests.pipelines.partials import AGGS, BALANCES, MOVES, Raw, fold, writes
 
 pytestmark = pytest.mark.spark
+
+STAGES = ("balances", "totals")
 
 
 def accounts_as(key_type: T.DataType) -> Callable[[DataFrame], DataFrame]:
@@ -34,11 +37,12 @@ def accounts_as(key_type: T.DataType) -> Callable[[DataFrame], DataFrame]:
 
 def typed(key_type: T.DataType) -> Pipeline:
     """``moves`` keyed by a transform (whose column types show only when it runs) and read
-    by the partial fold ``balances``."""
+    by the partial fold ``balances`` and the partial aggregate ``totals``."""
     p = Pipeline("typed")
     moves = p.source("moves", schema=MOVES)
     keyed = p.transform("keyed", moves, fn=accounts_as(key_type))
     p.stateful("balances", keyed, key=["account"], schema=BALANCES, update=fold, partial=True)
+    p.aggregate("totals", keyed, key=["account"], aggs=AGGS, partial=True)
     return p
 
 
@@ -50,41 +54,49 @@ def test_a_null_key_or_a_key_of_another_type_is_refused_and_nothing_committed(
     raw = Raw(rt, tmp_path / "raw")
     raw.epochs("moves", {0: writes(0, 1, 2)})
     rt.run()
-    rt.lookup("balances", [1, 2])  # both filled: present from now on
+    for stage in STAGES:
+        rt.lookup(stage, [1, 2])  # both filled: present from now on
 
     # A new definition of the transform turns the key into text: refused before any state.
     raw.epochs("moves", {1: writes(1, 1, 2)})
     as_text = Runtime(typed(T.StringType()), ledger, spark, tmp_path / "data")
-    wrong = refusal(as_text, ledger)
-    assert (wrong.stage, wrong.epoch, wrong.column) == ("balances", 1, "account")
-    assert "key column 'account' of its input is string, the state's is bigint" in str(wrong)
+    for wrong in refusals(as_text, ledger, 1):
+        assert "key column 'account' of its input is string, the state's is bigint" in str(wrong)
     rt.revise("keyed", [1])  # the right definition again
     rt.run()
     oracle = raw.oracle()
     assert rt.lookup("balances", [1, 2]).rows == oracle.balances(1, [1, 2])
+    assert rt.lookup("totals", [1, 2]).rows == oracle.totals(1, [1, 2])
 
     raw.epochs("moves", {2: [*writes(2, 1), (2, 1, 0)]})  # the move of 0 has a null account
-    null = refusal(rt, ledger)
-    assert (null.stage, null.epoch, null.column) == ("balances", 2, "account")
-    assert null.file is not None
-    assert null.file.endswith(".parquet")
-    assert f"key column 'account' of its input is null in a row of {null.file}" in str(null)
+    for null in refusals(rt, ledger, 2):
+        assert null.file is not None
+        assert null.file.endswith(".parquet")
+        assert f"key column 'account' of its input is null in a row of {null.file}" in str(null)
 
 
-def refusal(rt: Runtime, ledger: Ledger) -> StageFailedError:
-    """The refusal of ``balances``'s next epoch, checked to have committed nothing: the epoch is
-    not done, and the state, its counters and every read are as they were."""
-    info = rt.state_info("balances")
-    before = rt.lookup("balances", [1, 2])
+def refusals(rt: Runtime, ledger: Ledger, epoch: int) -> list[StageFailedError]:
+    """The refusals of ``epoch`` by both keyed stages, checked to name the stage, the epoch and
+    the key column, and to have committed nothing: the epoch is not done, and the state, its
+    counters and every read are as they were."""
+    infos = {stage: rt.state_info(stage) for stage in STAGES}
+    before = {stage: rt.lookup(stage, [1, 2]) for stage in STAGES}
     with pytest.raises(RunFailedError) as err:
         rt.run()
-    (failure,) = err.value.failures
-    assert isinstance(failure.epoch, int)
-    assert str(failure).endswith("; nothing was committed")
-    assert ledger.message("typed", "balances", 0, failure.epoch) == []
-    (status,) = [s for s in ledger.status("typed") if s.stage == "balances"]
-    assert failure.epoch not in status.done
-    assert rt.state_info("balances") == dataclasses.replace(info, hits=info.hits + 2)
-    after = rt.lookup("balances", [1, 2])
-    assert (after.rows, after.as_of, after.hits) == (before.rows, before.as_of, [1, 2])
-    return failure
+    failures = sorted(err.value.failures, key=lambda f: f.stage)
+    assert [(f.stage, f.epoch, f.column) for f in failures] == [
+        (stage, epoch, "account") for stage in STAGES
+    ]
+    (status,) = [s for s in ledger.status("typed") if s.stage == "keyed"]
+    assert epoch in status.done  # the transform ran: what it wrote is what is refused
+    for failure in failures:
+        stage = failure.stage
+        assert str(failure).endswith("; nothing was committed")
+        assert ledger.message("typed", stage, 0, epoch) == []
+        (status,) = [s for s in ledger.status("typed") if s.stage == stage]
+        assert epoch not in status.done
+        info = infos[stage]
+        assert rt.state_info(stage) == dataclasses.replace(info, hits=info.hits + 2)
+        after = rt.lookup(stage, [1, 2])
+        assert (after.rows, after.as_of, after.hits) == (before[stage].rows, epoch - 1, [1, 2])
+    return failures
