@@ -18,6 +18,7 @@ import dagster as dg
 from dagster_project.names import clock_sensor_name
 from dagster_project.partitions import epoch_key, epoch_partitions, partitions_name
 from dagster_project.resources import LedgerResource
+from dagster_project.sensors import pipeline_sensor
 from pipelines.clock import Explicit
 from pipelines.dataflow import Pipeline
 from pipelines.scheduling import close_epochs
@@ -54,15 +55,6 @@ def epoch_clock_sensor(
     clock = pipeline.clock
     schedule = f"cron {clock.cron!r}, epochs of {clock.length}" if clock else "no clock"
 
-    @dg.sensor(
-        name=clock_sensor_name(p),
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=default_status,
-        description=(
-            f"Opens the epochs of {p} ({schedule}) as partitions and closes the epochs of its "
-            "sources that close by time or by done-marker."
-        ),
-    )
     def epoch_clock(context: dg.SensorEvaluationContext, ledger: LedgerResource) -> dg.SensorResult:
         tick = close_epochs(ledger.ledger(), pipeline, now())
         for closing in tick.closed:
@@ -78,4 +70,14 @@ def epoch_clock_sensor(
             dynamic_partitions_requests=adds,
         )
 
-    return epoch_clock
+    return pipeline_sensor(
+        epoch_clock,
+        name=clock_sensor_name(p),
+        job=None,
+        description=(
+            f"Opens the epochs of {p} ({schedule}) as partitions and closes the epochs of its "
+            "sources that close by time or by done-marker."
+        ),
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+    )

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import get_type_hints
 
 import dagster as dg
 
@@ -40,7 +41,14 @@ from pipelines.stages import SourceStage
 from progress.ledger import Hold, Ledger, StageStatus
 from progress.sentences import source_holds
 
-__all__ = ["DEFAULT_INTERVAL", "EpochWork", "Tick", "frontier_sensor", "read_tick"]
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "EpochWork",
+    "Tick",
+    "frontier_sensor",
+    "pipeline_sensor",
+    "read_tick",
+]
 
 DEFAULT_INTERVAL = 30
 """Seconds between ticks: a frontier moves when data is sent or a run commits."""
@@ -213,16 +221,6 @@ def frontier_sensor(
     p = pipeline.name
     partitions = epoch_partitions(p)
 
-    @dg.sensor(
-        name=sensor_name(p),
-        job=job,
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=default_status,
-        description=(
-            f"Requests a run for each epoch of {p} with ready or stale stages (from the ledger's "
-            "frontiers); when nothing can run, says who holds each waiting epoch."
-        ),
-    )
     def frontier(context: dg.SensorEvaluationContext, ledger: LedgerResource) -> dg.SensorResult:
         if not ledger.exists():
             return dg.SensorResult(
@@ -252,4 +250,36 @@ def frontier_sensor(
             asset_events=new_observations(context.instance, sources),
         )
 
-    return frontier
+    return pipeline_sensor(
+        frontier,
+        name=sensor_name(p),
+        job=job,
+        description=(
+            f"Requests a run for each epoch of {p} with ready or stale stages (from the ledger's "
+            "frontiers); when nothing can run, says who holds each waiting epoch."
+        ),
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+    )
+
+
+def pipeline_sensor(
+    evaluate: Callable[..., dg.SensorResult],
+    *,
+    name: str,
+    job: dg.JobDefinition | dg.UnresolvedAssetJobDefinition | None,
+    description: str,
+    minimum_interval_seconds: int,
+    default_status: dg.DefaultSensorStatus,
+) -> dg.SensorDefinition:
+    """A sensor of a pipeline that calls ``evaluate`` each tick, with the resources its
+    parameters name (Dagster recognises the context and the resources by their annotations'
+    classes, which ``from __future__ import annotations`` leaves as strings)."""
+    evaluate.__annotations__ = get_type_hints(evaluate)
+    return dg.sensor(
+        name=name,
+        job=job,
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        description=description,
+    )(evaluate)

@@ -31,7 +31,7 @@ from dagster_project.resources import (
     StateStoreResource,
     build_runtime,
 )
-from dagster_project.sensors import DEFAULT_INTERVAL
+from dagster_project.sensors import DEFAULT_INTERVAL, pipeline_sensor
 from pipelines.dataflow import Pipeline
 from pipelines.errors import PipelineError
 from pipelines.pending import StageReads, decode_key
@@ -166,14 +166,14 @@ def upquery_sensor(
         text = "; ".join(waiting)
         return dg.SensorResult(skip_reason=f"No upquery can run in pipeline {p}: {text}.")
 
-    upqueries.__annotations__ = get_type_hints(upqueries)
-    return dg.sensor(
+    return pipeline_sensor(
+        upqueries,
         name=upquery_sensor_name(p),
         job=job,
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=default_status,
         description=(
             f"Requests a run that fills the pending reads of a partial stage of {p} once the "
             "stage has processed their epoch; otherwise says what holds each."
         ),
-    )(upqueries)
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+    )

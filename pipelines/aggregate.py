@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pipelines.carry import carry
@@ -24,6 +25,7 @@ from pipelines.work import Produced, StageWork
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 FUNCTIONS = ("sum", "count", "min", "max")
 """The aggregate functions: each merges with itself across epochs."""
@@ -170,8 +172,34 @@ class AggregateStage(KeyedStage):
         return update
 
     def compute(self, work: StageWork) -> Produced:
+        from pyspark.sql import types as T
+
         schema = self.partials(work.frames[0]).schema
+        held = self.held_key_types(work)
+        if held:  # the key types its state already has: the carry refuses others
+            schema = T.StructType(
+                [
+                    T.StructField(f.name, held.get(f.name, f.dataType), f.nullable)
+                    for f in schema.fields
+                ]
+            )
         return carry(work, key=self.key, schema=schema, update=self.merge(), partial=self.partial)
+
+    def held_key_types(self, work: StageWork) -> dict[str, DataType]:
+        """The key columns' types in its output the epoch before (its state's), read from a
+        Parquet footer; none before its first run."""
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import from_arrow_type
+
+        assert isinstance(work.epoch, int)
+        if work.epoch == 0:
+            return {}
+        before = work.ledger.message(work.pipeline, self.name, 0, work.epoch - 1)
+        files = sorted(Path(before[0].path).glob("*.parquet")) if before and before[0].path else []
+        if not files:
+            return {}
+        schema = pq.read_schema(files[0])
+        return {k: from_arrow_type(schema.field(k).type) for k in self.key if k in schema.names}
 
     def rederive(self, spark: SparkSession, inputs: DataFrame) -> DataFrame:
         """One pass: aggregates per key and epoch, then running ones over the epochs."""

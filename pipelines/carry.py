@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 StateUpdate = Callable[["DataFrame", "DataFrame"], "DataFrame"]
+FILE = "__epochgate_file"
+"""The column that names the file of a row refused for a null key."""
 
 
 def settle(work: StageWork, key: Sequence[str]) -> None:
@@ -141,7 +143,9 @@ def replay_updates(
 def check_key_columns(
     stage: str, epoch: int, batch: DataFrame, key: Sequence[str], schema: StructType
 ) -> None:
-    """Refuse an input without the key columns, or with them of other types than the state's."""
+    """Refuse an input without the key columns, with them of other types than the state's, or
+    with a null key (a key is looked up, stored and evicted by equality: null equals nothing).
+    Nulls cost one short Spark job, only where the input's schema allows them."""
     have = {f.name: f.dataType for f in batch.schema.fields}
     for column in key:
         if column not in have:
@@ -160,6 +164,35 @@ def check_key_columns(
                 f"state's is {want.simpleString()}",
                 column=column,
             )
+    nullable = [f.name for f in batch.schema.fields if f.name in key and f.nullable]
+    if nullable:
+        _refuse_null_keys(stage, epoch, batch, nullable)
+
+
+def _refuse_null_keys(stage: str, epoch: int, batch: DataFrame, columns: Sequence[str]) -> None:
+    """Refuse the first row of ``batch`` with a null in one of ``columns``, naming its file."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    null = reduce(lambda a, b: a | b, (F.col(c).isNull() for c in columns))
+    found = (
+        batch.where(null)
+        .select(*(F.col(c).isNull().alias(c) for c in columns), F.input_file_name().alias(FILE))
+        .limit(1)
+        .collect()
+    )
+    if found:
+        column = next(c for c in columns if found[0][c])
+        file = found[0][FILE] or None
+        raise StageFailedError(
+            stage,
+            epoch,
+            f"key column {column!r} of its input is null in a row of {file or 'it'}: a key "
+            "must not be null",
+            column=column,
+            file=file,
+        )
 
 
 def check_state_columns(stage: str, epoch: int, out: DataFrame, schema: StructType) -> None:

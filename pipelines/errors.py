@@ -129,14 +129,23 @@ class StateReadError(PipelineError):
 
 
 class StageFailedError(PipelineError):
-    """A stage's function or write failed; nothing of the run was committed. ``column`` names
-    the column involved, when one is."""
+    """A stage's function or write failed; nothing of the run was committed. ``column`` and
+    ``file`` name the column and the input file involved, when one is."""
 
-    def __init__(self, stage: str, epoch: Time, cause: str, *, column: str | None = None) -> None:
+    def __init__(
+        self,
+        stage: str,
+        epoch: Time,
+        cause: str,
+        *,
+        column: str | None = None,
+        file: str | None = None,
+    ) -> None:
         self.stage = stage
         self.epoch = epoch
         self.cause = cause
         self.column = column
+        self.file = file
         super().__init__(f"stage {stage!r}, epoch {epoch} failed: {cause}; nothing was committed")
 
 

@@ -24,7 +24,7 @@ from pipelines.families import chain, followers
 from pipelines.stages import KeyedStage
 from pipelines.upquery import Host, Upquery
 from progress.sentences import ready_not_run
-from state_store import Key, PartialKeys
+from state_store import Key, PartialKeys, StateCounts
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
@@ -47,24 +47,18 @@ class Lookup:
     seconds: float
 
 
-@dataclass(frozen=True)
-class StateInfo:
-    """A keyed stage's state: whether it is partial, its present keys (every key of a full
-    one), state rows, bytes (estimated from a sample of its tables), and what reads found."""
+@dataclass(frozen=True, kw_only=True)
+class StateInfo(StateCounts):
+    """A keyed stage's state: whether it is partial, its key budget, and its counts (present
+    keys, every key of a full one; state rows; bytes, estimated from a sample of its tables;
+    and what reads found)."""
 
     stage: str
     partial: bool
-    present_keys: int
-    rows: int
-    bytes: int
-    hits: int
-    misses: int
-    upqueries: int
-    evictions: int
     max_keys: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"stage": self.stage, "partial": self.partial, **asdict(self)}
 
 
 def _accepts(data_type: DataType, value: object) -> bool:
@@ -247,12 +241,6 @@ class KeyedReads:
         return StateInfo(
             stage=stage,
             partial=partial,
-            present_keys=counts.present_keys,
-            rows=counts.rows,
-            bytes=counts.bytes,
-            hits=counts.hits,
-            misses=counts.misses,
-            upqueries=counts.upqueries,
-            evictions=counts.evictions,
             max_keys=spec.partial.max_keys if spec.partial is not None else None,
+            **asdict(counts),
         )

@@ -1,4 +1,5 @@
-"""Fixtures of the Dagster tests: a real ephemeral instance, bank inputs and bank Definitions."""
+"""Fixtures of the Dagster tests: a real ephemeral instance, bank inputs and bank Definitions;
+and one Dagster UI (``dagster-webserver`` and its instance directory) for the browser tests."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from dagster_project.definitions import build_definitions
 from dagster_project.resources import LedgerResource, SparkResource
 from pipelines.examples import bank
 from pipelines.examples.bank_data import generate
+from tests.dagster_project.browser import chromium_path, serve, ui_instance
+from tests.dagster_project.dagster_dev import DagsterDev
 from tests.dagster_project.driver import Driver
 from tests.dagster_project.scenario import Bank
 
@@ -35,3 +38,29 @@ def bank_home(tmp_path: Path, spark: SparkSession, instance: dg.DagsterInstance)
         ledger=ledger,
     )
     return Bank(data, ledger, defs, Driver(defs, instance), spark)
+
+
+@pytest.fixture(scope="package")
+def ui_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the Dagster UI of the browser tests works, its instance in ``dagster/``."""
+    return tmp_path_factory.mktemp("ui")
+
+
+@pytest.fixture(scope="package")
+def ui_home(ui_root: Path) -> Path:
+    """The Dagster instance directory the UI of the browser tests serves: a test writes runs
+    to it (``dg.DagsterInstance.from_config``) to see them in the UI."""
+    return ui_instance(ui_root)
+
+
+@pytest.fixture(scope="package")
+def webserver(ui_root: Path, ui_home: Path) -> Iterator[DagsterDev]:
+    """``dagster-webserver`` on the project's workspace and ``ui_home``: started once for the
+    browser tests of this package (about 5 s)."""
+    with serve(ui_root, ui_home) as dev:
+        yield dev
+
+
+@pytest.fixture(scope="package")
+def chromium_executable() -> str:
+    return chromium_path()

@@ -1,37 +1,23 @@
-"""The Dagster UI's asset graph in a real browser: headless Chromium (Debian's ``chromium``,
-which ``.ci/run`` installs) opens the lineage page of the ``bank`` asset group, served by
-``dagster-webserver`` alone on the project's workspace (no daemon, no Spark), and must find a node
-for every stage, the sources included (they are the group's external assets). A screenshot of the
-page is saved as ``tests/artifacts/asset_graph.png``, also when nodes are missing. The webserver
-and the browser are stopped by process group, and nothing is left on the port.
+"""The Dagster UI's asset graph in a real browser: headless Chromium opens the lineage page of
+the ``bank`` asset group, served by ``dagster-webserver`` alone on the project's workspace (no
+daemon, no Spark; ``tests.dagster_project.browser``), and must find a node for every stage, the
+sources included (they are the group's external assets). A screenshot of the page is saved as
+``tests/artifacts/asset_graph.png``, also when nodes are missing. (The upquery runs and the
+partial state in the same UI: ``test_upqueries.py``.)
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
 import time
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Locator, Page
 
-from dagster_project.demo import instance_home
 from pipelines.examples import bank
-from tests.dagster_project.dagster_dev import (
-    REPO,
-    DagsterDev,
-    group_members,
-    launch,
-    stop,
-    wait_until_serving,
-)
-from tests.sockets import accepts
+from tests.dagster_project.browser import VIEWPORT, chromium, shown
+from tests.dagster_project.dagster_dev import REPO, DagsterDev
 
 pytestmark = [pytest.mark.dagster, pytest.mark.browser]
 
@@ -42,90 +28,10 @@ SCREENSHOT = REPO / "tests" / "artifacts" / "asset_graph.png"
 ASSET_SCREENSHOT = REPO / "tests" / "artifacts" / "asset_page.png"
 ASSET = "balances"
 """The stage whose asset page must show its description (its function's docstring) and columns."""
-VIEWPORT = {"width": 1600, "height": 1000}
 FIND_SECONDS = 30.0
 """How long the page may take to load the code location and lay out the graph."""
 SETTLE_SECONDS = 10.0
 """How long the nodes may take to show their status (for the screenshot: no failure if longer)."""
-NO_NUX = """
-nux:
-  enabled: false
-"""
-"""Added to the test instance's settings: no "Join the Dagster community" dialog over the graph."""
-
-
-@pytest.fixture
-def chromium_executable() -> str:
-    """Debian's ``chromium``: missing, the test fails (it is part of what the suite needs)."""
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail(
-            "no `chromium` on PATH: install Debian's chromium (`sudo apt-get install chromium`; "
-            ".ci/run installs it when missing)"
-        )
-    return executable
-
-
-@pytest.fixture
-def webserver(tmp_path: Path) -> Iterator[DagsterDev]:
-    """``dagster-webserver`` on the project's workspace, with its instance in ``tmp_path``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
-    dagster_home = instance_home(tmp_path)  # with the project's dagster.yaml
-    with (dagster_home / "dagster.yaml").open("a") as config:
-        config.write(NO_NUX)
-    env |= {"DAGSTER_HOME": str(dagster_home), "EPOCHGATE_HOME": str(tmp_path / "home")}
-    dev = launch(tmp_path, env, command="webserver")
-    try:
-        wait_until_serving(dev)
-        yield dev
-    finally:
-        stop(dev)
-        leftover = group_members(dev.process.pid)
-        assert not leftover, f"processes of dagster-webserver still running: {leftover}"
-        assert not accepts(dev.port), f"something still listens on port {dev.port}"
-
-
-def browser_pid(browser: Browser) -> int:
-    """The pid of Chromium's browser process, which leads the process group of all of Chromium's
-    processes (Playwright starts it in a group of its own)."""
-    session = browser.new_browser_cdp_session()
-    try:
-        processes = session.send("SystemInfo.getProcessInfo")["processInfo"]
-    finally:
-        session.detach()
-    [pid] = [int(p["id"]) for p in processes if p["type"] == "browser"]
-    assert pid in group_members(pid), f"Chromium's browser process {pid} leads no process group"
-    return pid
-
-
-def stop_group(pgid: int, *, timeout: float = 10.0) -> None:
-    """Wait for the process group to end; SIGKILL to whatever is left of it after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while group_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if group_members(pgid):
-        os.killpg(pgid, signal.SIGKILL)
-        time.sleep(1.0)
-    leftover = group_members(pgid)
-    assert not leftover, f"processes of Chromium still running: {leftover}"
-
-
-@contextmanager
-def chromium(executable: str) -> Iterator[Browser]:
-    """Headless Chromium driven by Playwright; closed, and its process group checked to be gone,
-    on the way out."""
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True)
-        pid: int | None = None
-        try:
-            pid = browser_pid(browser)
-            yield browser
-        finally:
-            try:
-                browser.close()
-            finally:
-                if pid is not None:
-                    stop_group(pid)
 
 
 def group_page(dev: DagsterDev, group: str) -> str:
@@ -196,17 +102,6 @@ def settle(page: Page, *, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while loading.count() and time.monotonic() < deadline:
         page.wait_for_timeout(250)
-
-
-def shown(page: Page, text: str, *, timeout: float) -> bool:
-    """Whether an element whose whole text is ``text`` (or, for a long text, that contains it)
-    appears on the page within ``timeout``."""
-    found = page.get_by_text(text, exact=len(text) < 40).first
-    try:
-        found.wait_for(state="visible", timeout=timeout * 1000)
-    except PlaywrightError:
-        return False
-    return True
 
 
 def test_the_asset_graph_shows_every_stage(chromium_executable: str, webserver: DagsterDev) -> None:

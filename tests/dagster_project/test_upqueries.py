@@ -2,27 +2,49 @@
 has not processed is recorded as pending; the sensor skips naming what holds it; once the late
 worker releases the epoch and the stage runs, it requests an upquery run, tagged
 ``epochgate/upquery``; that run fills the keys, and the next lookup is a hit equal to DuckDB SQL
-over the raw inputs. The partial stage's materializations show its state."""
+over the raw inputs. The partial stage's materializations show its state.
+
+The instance is the one the browser tests' ``dagster-webserver`` serves: headless Chromium then
+finds the upquery run in the UI's runs page, filtered by its tag, and the partial state on the
+asset page of ``balances`` (screenshots in ``tests/artifacts/``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import dagster as dg
 import pytest
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page
 
 from dagster_project.names import UPQUERY_TAG, stage_key
 from dagster_project.partitions import epoch_key
 from pipelines.errors import ReadPendingError
 from pipelines.examples.bank_data import Oracle
+from tests.dagster_project.browser import VIEWPORT, chromium, shown
+from tests.dagster_project.dagster_dev import REPO, DagsterDev
 from tests.dagster_project.driver import skip_text
 from tests.dagster_project.scenario import Bank
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark]
+pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.browser]
 
 SENSOR = "bank_upqueries"
+RUNS_SCREENSHOT = REPO / "tests" / "artifacts" / "upquery_runs.png"
+STATE_SCREENSHOT = REPO / "tests" / "artifacts" / "partial_asset.png"
+FIND_SECONDS = 30.0
+"""How long a page of the UI may take to show what is looked for."""
+
+
+@pytest.fixture
+def instance(ui_home: Path) -> Iterator[dg.DagsterInstance]:
+    """The instance the UI of the browser tests serves (its runs show there)."""
+    with dg.DagsterInstance.from_config(str(ui_home)) as instance:
+        yield instance
 
 
 def test_a_pending_read_is_filled_by_an_upquery_run_once_its_epoch_is_processed(
-    bank_home: Bank,
+    bank_home: Bank, webserver: DagsterDev, chromium_executable: str
 ) -> None:
     home, drive = bank_home, bank_home.drive
     oracle = Oracle(home.data.root)
@@ -90,3 +112,54 @@ def test_a_pending_read_is_filled_by_an_upquery_run_once_its_epoch_is_processed(
     # Its output at epoch 1 holds the present account only (when it moved then).
     rows = home.rt.read("balances", 1).collect()
     assert {r["account_id"] for r in rows} <= {first}
+
+    # The UI shows the upquery run, by its tag, and the partial state on the asset page.
+    expected = {"present_keys": 1, "state_rows": info.rows, "hits": 0, "misses": 1}
+    expected |= {"upqueries": 1, "evictions": 0}
+    ui_shows_upquery_and_state(webserver, chromium_executable, launched.run_id, expected)
+
+
+def ui_shows_upquery_and_state(
+    webserver: DagsterDev, executable: str, run_id: str, state: dict[str, int]
+) -> None:
+    """The runs page, filtered by the tag ``epochgate/upquery=balances``, lists the run of
+    ``bank_upquery`` with that tag; the asset page of ``balances`` shows each of ``state`` with
+    its value in the metadata of its latest materialization."""
+    RUNS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    base = f"http://127.0.0.1:{webserver.port}"
+    runs_url = f"{base}/runs?q%5B0%5D=tag%3A{UPQUERY_TAG.replace('/', '%2F')}%3Dbalances"
+    asset_url = f"{base}/assets/bank/balances"
+    with chromium(executable) as browser:
+        page = browser.new_page(viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
+        try:
+            page.goto(runs_url, wait_until="domcontentloaded")
+            listed = [
+                text
+                for text in (run_id[:8], "bank_upquery", f"{UPQUERY_TAG}: balances")
+                if shown(page, text, timeout=FIND_SECONDS)
+            ]
+        finally:
+            page.screenshot(path=RUNS_SCREENSHOT, full_page=True)
+        try:
+            page.goto(asset_url, wait_until="domcontentloaded")
+            values = {name: metadata_value(page, name) for name in state}
+        finally:
+            page.screenshot(path=STATE_SCREENSHOT, full_page=True)
+    webserver.check_alive()
+    assert listed == [run_id[:8], "bank_upquery", f"{UPQUERY_TAG}: balances"], (
+        f"the runs page {runs_url} shows only {listed} (screenshot: {RUNS_SCREENSHOT})"
+    )
+    assert values == {name: str(value) for name, value in state.items()}, (
+        f"the asset page {asset_url} shows {values} (screenshot: {STATE_SCREENSHOT})"
+    )
+
+
+def metadata_value(page: Page, name: str) -> str | None:
+    """The value of the metadata entry ``name`` in the asset page's table (the last cell of
+    its row), or None when it does not show within ``FIND_SECONDS``."""
+    row = page.locator("tr").filter(has=page.get_by_text(name, exact=True))
+    try:
+        row.first.wait_for(state="visible", timeout=FIND_SECONDS * 1000)
+        return row.first.locator("td").last.inner_text().strip()
+    except PlaywrightError:
+        return None

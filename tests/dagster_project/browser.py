@@ -1,0 +1,127 @@
+"""The Dagster UI under test: ``dagster-webserver`` alone on the project's workspace, with an
+instance directory the tests can also write runs to, and headless Chromium (Debian's
+``chromium``, which ``.ci/run`` installs) driven by Playwright. Both are stopped by process
+group, and nothing is left on the port.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Error as PlaywrightError
+
+from dagster_project.demo import instance_home
+from tests.dagster_project.dagster_dev import (
+    DagsterDev,
+    group_members,
+    launch,
+    stop,
+    wait_until_serving,
+)
+from tests.sockets import accepts
+
+VIEWPORT = {"width": 1600, "height": 1000}
+NO_NUX = """
+nux:
+  enabled: false
+"""
+"""Added to the test instance's settings: no "Join the Dagster community" dialog over the page."""
+
+
+def chromium_path() -> str:
+    """Debian's ``chromium``: missing, the test fails (it is part of what the suite needs)."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.fail(
+            "no `chromium` on PATH: install Debian's chromium (`sudo apt-get install chromium`; "
+            ".ci/run installs it when missing)"
+        )
+    return executable
+
+
+def ui_instance(root: Path) -> Path:
+    """A Dagster instance directory in ``root`` with the project's ``dagster.yaml``, without
+    the community dialog."""
+    dagster_home = instance_home(root)
+    with (dagster_home / "dagster.yaml").open("a") as config:
+        config.write(NO_NUX)
+    return dagster_home
+
+
+@contextmanager
+def serve(root: Path, dagster_home: Path) -> Iterator[DagsterDev]:
+    """``dagster-webserver`` on the project's workspace and the instance in ``dagster_home``,
+    working in ``root``; stopped, and checked to be gone, on the way out."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
+    env |= {"DAGSTER_HOME": str(dagster_home), "EPOCHGATE_HOME": str(root / "home")}
+    dev = launch(root, env, command="webserver")
+    try:
+        wait_until_serving(dev)
+        yield dev
+    finally:
+        stop(dev)
+        leftover = group_members(dev.process.pid)
+        assert not leftover, f"processes of dagster-webserver still running: {leftover}"
+        assert not accepts(dev.port), f"something still listens on port {dev.port}"
+
+
+def browser_pid(browser: Browser) -> int:
+    """The pid of Chromium's browser process, which leads the process group of all of Chromium's
+    processes (Playwright starts it in a group of its own)."""
+    session = browser.new_browser_cdp_session()
+    try:
+        processes = session.send("SystemInfo.getProcessInfo")["processInfo"]
+    finally:
+        session.detach()
+    [pid] = [int(p["id"]) for p in processes if p["type"] == "browser"]
+    assert pid in group_members(pid), f"Chromium's browser process {pid} leads no process group"
+    return pid
+
+
+def stop_group(pgid: int, *, timeout: float = 10.0) -> None:
+    """Wait for the process group to end; SIGKILL to whatever is left of it after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if group_members(pgid):
+        os.killpg(pgid, signal.SIGKILL)
+        time.sleep(1.0)
+    leftover = group_members(pgid)
+    assert not leftover, f"processes of Chromium still running: {leftover}"
+
+
+@contextmanager
+def chromium(executable: str) -> Iterator[Browser]:
+    """Headless Chromium driven by Playwright; closed, and its process group checked to be gone,
+    on the way out."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True)
+        pid: int | None = None
+        try:
+            pid = browser_pid(browser)
+            yield browser
+        finally:
+            try:
+                browser.close()
+            finally:
+                if pid is not None:
+                    stop_group(pid)
+
+
+def shown(page: Page, text: str, *, timeout: float) -> bool:
+    """Whether an element whose whole text is ``text`` (or, for a long text, that contains it)
+    appears on the page within ``timeout``."""
+    found = page.get_by_text(text, exact=len(text) < 40).first
+    try:
+        found.wait_for(state="visible", timeout=timeout * 1000)
+    except PlaywrightError:
+        return False
+    return True
