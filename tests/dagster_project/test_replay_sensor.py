@@ -16,7 +16,7 @@ from dagster_project.resources import LedgerResource, SparkResource
 from pipelines.runtime import Runtime
 from pipelines.testing import rows_of
 from tests.dagster_project.driver import Driver
-from tests.pipelines.captures import Capture, advance, done, epochs, stream_rows
+from tests.pipelines.handmade_captures import Capture, advance, done, epochs, stream_rows
 from tests.pipelines.test_replay import oracle, replayed
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]

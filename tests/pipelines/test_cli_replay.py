@@ -18,7 +18,7 @@ from pipelines import capture_log
 from pipelines.cli import main
 from progress.capture import Messages
 from progress.ledger import Ledger
-from tests.pipelines.captures import Capture, advance, done, epochs, stream_rows
+from tests.pipelines.handmade_captures import Capture, advance, done, epochs, stream_rows
 from tests.pipelines.replayed import CAPTURES_ENV, PLANTED_ENV, REF
 
 pytestmark = pytest.mark.spark

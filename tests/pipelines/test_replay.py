@@ -18,7 +18,7 @@ from pipelines.runtime import Runtime
 from pipelines.testing import rows_of
 from progress.capture import Messages
 from progress.ledger import Ledger
-from tests.pipelines.captures import Capture, advance, done, epochs, stream_rows
+from tests.pipelines.handmade_captures import Capture, advance, done, epochs, stream_rows
 
 pytestmark = pytest.mark.spark
 

@@ -18,7 +18,7 @@ from pipelines.dataflow import Pipeline
 from pipelines.runtime import Runtime
 from progress.capture import Messages, Progress, Rule, StreamError
 from progress.ledger import Ledger
-from tests.pipelines.captures import Capture, advance, done
+from tests.pipelines.handmade_captures import Capture, advance, done
 
 pytestmark = pytest.mark.ledger
 
