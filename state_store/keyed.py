@@ -217,7 +217,7 @@ class KeyedState:
             row = "(" + ", ".join("?" for _ in range(len(key) + 1)) + ")"
             match = " AND ".join(f'p."{k}" = m."{k}"' for k in key)
             con.execute(
-                f"UPDATE {present} p SET _read = m._read FROM (VALUES "
+                f"UPDATE {present} p SET _read = greatest(p._read, m._read) FROM (VALUES "
                 f"{', '.join(row for _ in read)}) m({cols}, _read) WHERE {match}",
                 [v for k, when in read.items() for v in (*k, when)],
             )

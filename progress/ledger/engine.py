@@ -7,12 +7,11 @@ it holds the file's lock: attached means locked, in every process.
 
 A holder given a ``linger`` keeps the lock and the attachment after a use, for the next use to
 find them (a read of a few rows then costs its queries only). It lets them go as soon as another
-holder wants the file (a waiter marks its wait with a shared lock on ``{file}.want``; the
-holder looks at that mark before each use and, while it lingers, every ``WANT_POLL`` seconds;
-so every holder of such a file marks its waits: ``marks_waits``),
-after ``linger`` seconds without a use, and at exit. Before it detaches it calls ``on_release``
-with the connection, so work it put off (counters, marks) is written before any other holder
-can read the file.
+holder wants the file, after ``linger`` seconds without a use, and at exit. A waiter marks its
+wait with a shared lock on ``{file}.want`` (every holder of such a file does: ``marks_waits``);
+the lingering holder looks at that mark before each use and, while it lingers, every
+``WANT_POLL`` seconds. Before it detaches it calls ``on_release`` with the connection, so work
+it put off (counters, marks) is written before any other holder can read the file.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ class AttachedFile:
         self._held: LedgerLock | None = None
         self._last_use = 0.0
         self._want_fd: int | None = None
-        self._watcher: threading.Thread | None = None
+        self._watched = 0
         self.holds = 0
         """How many times the file was attached by this holder (a new hold may see changes
         that other holders made; within one hold, only this holder's own)."""
@@ -109,7 +108,7 @@ class AttachedFile:
     def _hold(self) -> Any:
         """The attached connection: the lingering one unless another holder wants the file."""
         if self._pid != os.getpid():  # a forked child: the parent's lock and engine are not ours
-            self._held, self._want_fd, self._watcher = None, None, None
+            self._held, self._want_fd, self._watched = None, None, 0
         if self._held is not None and self._wanted():
             self._release()
         if self._held is None:
@@ -168,17 +167,17 @@ class AttachedFile:
 
     def _watch(self) -> None:
         """Start the thread that lets a lingering hold go (one per hold)."""
-        if self._held is None or (self._watcher is not None and self._watcher.is_alive()):
+        if self._held is None or self._watched == self.holds:
             return
-        self._watcher = threading.Thread(  # it keeps the holder alive until the hold ends
-            target=_watch, args=(self,), name="state-file-linger", daemon=True
-        )
-        self._watcher.start()
+        self._watched = self.holds
+        threading.Thread(  # it keeps the holder alive until the hold ends
+            target=_watch, args=(self, self.holds), name="state-file-linger", daemon=True
+        ).start()
 
 
-def _watch(holder: AttachedFile) -> None:
-    """Let ``holder``'s hold go once it has been idle ``linger`` seconds or another holder
-    wants the file (also when nothing else refers to ``holder`` any more)."""
+def _watch(holder: AttachedFile, hold: int) -> None:
+    """Let ``holder``'s hold number ``hold`` go once it has been idle ``linger`` seconds or
+    another holder wants the file (also when nothing else refers to ``holder`` any more)."""
     pid = os.getpid()
     while True:
         time.sleep(WANT_POLL)
@@ -187,8 +186,8 @@ def _watch(holder: AttachedFile) -> None:
         if not holder._guard.acquire(blocking=False):
             continue  # in use: it looks at the mark itself before each use
         try:
-            if holder._held is None:
-                return
+            if holder._held is None or holder.holds != hold:
+                return  # let go already (a later hold has a watcher of its own)
             if time.monotonic() - holder._last_use >= holder.linger or holder._wanted():
                 holder._release()
                 return
