@@ -15,10 +15,12 @@ so no epoch run, fill or eviction of the family interleaves; and a stage of the 
 behind the one above it first runs the epochs it is behind, so the chain is filled as of one
 epoch.
 
-The scan's cost follows the keys, not the history: the messages it reads are sorted by the key
-in small row groups (``pipelines.layout``), the key filter reaches the Parquet reader as values
+The scan reads little of each file: the messages it reads are sorted by the key in small row
+groups (``pipelines.layout``), the key filter reaches the Parquet reader as values
 (``scan_settings``), so each file's footer skips all but about one row group per key, and the
-files, which the ledger names, are listed without a Spark job.
+files, which the ledger names, are listed without a Spark job. Measured on 1,000,000 keys and
+200,000 rows per epoch, that scan takes about 0.2 s with 25 or 50 epochs; the whole upquery of
+one key still took 0.57 s at 25 epochs and 1.0-1.1 s at 50 (``bench/bench_partial.py``).
 """
 
 from __future__ import annotations
