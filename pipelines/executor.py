@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError, first_line
 from pipelines.families import followers
 from pipelines.iteration import RoundCallback
+from pipelines.layout import sort_key
 from pipelines.results import RunResult, RunStatus
 from pipelines.spark import LazySpark, SparkFactory
 from pipelines.stages import Stage
@@ -158,6 +159,7 @@ class Executor:
             empty=empty,
             on_round=self.on_round,
             below=tuple(followers(self.pipeline.stages, stage.name)) if stage.partial else (),
+            sort_key=sort_key(self.pipeline.stages, stage.name),
         )
         return Admitted(stage, epoch, batch, revision, run_id, work, started)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.errors import InputValidationError
@@ -38,9 +39,10 @@ SPARK_TYPE_OF_ARROW = {
 
 def check_file(
     stage: str, epoch: Time, path: Path, schema: StructType, key: tuple[str, ...]
-) -> int | None:
-    """The file's row count if it fits ``schema`` and can be copied as is; ``None`` if Spark
-    must judge it. Raises ``InputValidationError`` naming the column when it does not fit."""
+) -> pa.Table | None:
+    """The file's rows if it fits ``schema`` and can be copied as is (or written sorted:
+    ``pipelines.layout``); ``None`` if Spark must judge it. Raises ``InputValidationError``
+    naming the column when it does not fit."""
     if not path.is_file():
         return None
     file = str(path)
@@ -59,4 +61,4 @@ def check_file(
             raise InputValidationError(stage, epoch, "null key", file=file, column=column)
     if table.schema.names != schema.fieldNames():
         return None
-    return int(table.num_rows)
+    return table

@@ -24,8 +24,11 @@ from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import pyarrow as pa
+
 from pipelines.errors import InputValidationError, first_line
 from pipelines.file_inputs import check_file
+from pipelines.layout import sort_key, write_sorted, writer
 from pipelines.replay_source import ReplayStage
 from pipelines.schema_check import check_columns
 from pipelines.stages import DimensionStage, SourceStage
@@ -200,9 +203,9 @@ class SourceInput:
             file = str(data)
             if not Path(file).exists():
                 raise InputValidationError(self.source, epoch, "no such file", file=file)
-            rows = check_file(self.source, epoch, Path(file), self._stage.schema, self._stage.key)
-            if rows is not None:
-                return self._copy(Path(file), epoch, rows)
+            table = check_file(self.source, epoch, Path(file), self._stage.schema, self._stage.key)
+            if table is not None:
+                return self._copy(Path(file), epoch, table)
             spark = rt.spark  # started here if need be: a Spark that cannot start is no bad file
             try:
                 data = spark.read.parquet(str(Path(file).resolve()))  # for a remote driver too
@@ -221,7 +224,7 @@ class SourceInput:
         attempt = new_attempt()
         path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
         try:
-            frame.write.parquet(str(path))
+            writer(frame, self._sort_key).parquet(str(path))
         except Exception as err:
             shutil.rmtree(path, ignore_errors=True)
             msg = f"cannot write the data: {first_line(err)}"
@@ -229,15 +232,25 @@ class SourceInput:
         rows, size = rt.store.stats(path)
         return MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
 
-    def _copy(self, file: Path, epoch: Time, rows: int) -> MessageEntry:
-        """A checked file, its bytes copied into a fresh attempt directory."""
+    @property
+    def _sort_key(self) -> tuple[str, ...] | None:
+        return sort_key(self.runtime.pipeline.stages, self.source)
+
+    def _copy(self, file: Path, epoch: Time, table: pa.Table) -> MessageEntry:
+        """A checked file, its bytes copied into a fresh attempt directory (or its rows
+        written sorted, for a partial stage that reads them: ``pipelines.layout``)."""
         rt = self.runtime
         attempt = new_attempt()
         path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
+        rows = table.num_rows
+        key = self._sort_key
         try:
             path.mkdir(parents=True)
-            shutil.copyfile(file, path / "part-00000.parquet")
-        except OSError as err:
+            if key:
+                write_sorted(table, key, path / "part-00000.parquet")
+            else:
+                shutil.copyfile(file, path / "part-00000.parquet")
+        except (OSError, pa.ArrowException) as err:
             shutil.rmtree(path, ignore_errors=True)
             msg = f"cannot copy the file: {err}"
             raise InputValidationError(self.source, epoch, msg, file=str(file)) from err

@@ -78,6 +78,9 @@ class Stage:
     """Whether it is fed by input workers instead of run."""
     outputs: ClassVar[int] = 1
     """Its output ports (0 or 1)."""
+    catalogs_inputs: ClassVar[bool] = False
+    """Whether its output may be its inputs' files as they are (then they are laid out for the
+    stages that read it: ``pipelines.layout``)."""
 
     @property
     def code(self) -> Callable[..., object] | None:
@@ -208,6 +211,7 @@ class UnionStage(Stage):
     """All rows of several inputs with the same columns (matched by name)."""
 
     kind: ClassVar[str] = "union"
+    catalogs_inputs: ClassVar[bool] = True
 
     def summary(self) -> str:
         return "Union of its inputs"

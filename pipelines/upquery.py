@@ -14,6 +14,13 @@ re-derives from that. The caller holds the family's right to change state (``Run
 so no epoch run, fill or eviction of the family interleaves; and a stage of the chain that is
 behind the one above it first runs the epochs it is behind, so the chain is filled as of one
 epoch.
+
+The scan reads little of each file: the messages it reads are sorted by the key in small row
+groups (``pipelines.layout``), the key filter reaches the Parquet reader as values
+(``scan_settings``), so each file's footer skips all but about one row group per key, and the
+files, which the ledger names, are listed without a Spark job. Measured on 1,000,000 keys and
+200,000 rows per epoch, that scan takes about 0.2 s with 25 or 50 epochs; the whole upquery of
+one key still took 0.57 s at 25 epochs and 1.0-1.1 s at 50 (``bench/bench_partial.py``).
 """
 
 from __future__ import annotations
@@ -21,8 +28,8 @@ from __future__ import annotations
 import re
 import shutil
 import uuid
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from functools import reduce
 from operator import and_, or_
 from pathlib import Path
@@ -57,6 +64,40 @@ PATH_EPOCH = r"/epoch=(\d+)/attempt="
 def _path_epoch(path: str) -> int | None:
     found = re.search(PATH_EPOCH, path.rstrip("/") + "/attempt=")
     return int(found.group(1)) if found else None
+
+
+IN_FILTER_KEYS = 1_000
+"""Up to this many keys, an upquery's key filter reaches the Parquet reader as values (Spark
+pushes more, and by default more than 10, as one min-max range, which skips less)."""
+
+
+def scan_settings_for(keys: int) -> dict[str, str]:
+    """Spark settings of an upquery's scan of ``keys`` keys: the key filter pushed into the
+    Parquet reader as values, so each file's row-group statistics skip all but the row groups
+    that can hold the keys (``pipelines.layout`` sorts the messages for that); and the files,
+    which the ledger names, listed on the driver (past 32 paths Spark lists them with a job of
+    its own)."""
+    return {
+        "spark.sql.parquet.pushdown.inFilterThreshold": str(min(max(keys, 10), IN_FILTER_KEYS)),
+        "spark.sql.sources.parallelPartitionDiscovery.threshold": str(1 << 30),
+    }
+
+
+@contextmanager
+def scan_settings(spark: SparkSession, keys: int) -> Iterator[None]:
+    """``scan_settings_for(keys)`` while an upquery runs, set back as they were after it."""
+    wanted = scan_settings_for(keys)
+    before = {name: spark.conf.get(name, None) for name in wanted}
+    for name, value in wanted.items():
+        spark.conf.set(name, value)
+    try:
+        yield
+    finally:
+        for name, old in before.items():
+            if old is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, old)
 
 
 def key_filter(key: Sequence[str], keys: Sequence[Key]) -> Column:
@@ -129,33 +170,41 @@ class Upquery:
         scratch = self.rt.store.root / self._p / stage / f".upquery-{uuid.uuid4().hex[:12]}"
         scratch.mkdir(parents=True, exist_ok=True)
         try:
-            history: DataFrame | None = None
-            as_of: int | None = None
-            for name in reversed(members):  # from the root down
-                spec = stages[name]
-                assert isinstance(spec, KeyedStage)
-                as_of = self.last_epoch(name)
-                inputs = self._input_rows(spec, keys, as_of) if history is None else history
-                if as_of is not None:
-                    inputs = inputs.where(inputs[EPOCH] <= as_of)
-                out = spec.rederive(self.rt.spark, inputs)
-                path = scratch / name
-                path.mkdir()
-                table = out.toArrow()  # the keys' rows are few: no Spark write, no file listing
-                pq.write_table(table, path / "history.parquet")
-                pq.write_table(_keys_table(spec, keys, table.schema), path / "keys.parquet")
-                history = self.rt.spark.read.parquet(str(path / "history.parquet"))
-                self.partial.fill(
-                    self._p,
-                    name,
-                    spec.key,
-                    keys_file=str(path / "keys.parquet"),
-                    history_file=str(path / "history.parquet"),
-                    as_of=-1 if as_of is None else as_of,
-                )
-            return as_of
+            with scan_settings(self.rt.spark, len(keys)):
+                return self._fill(stage, keys, members, scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+
+    def _fill(
+        self, stage: str, keys: Sequence[Key], members: list[str], scratch: Path
+    ) -> int | None:
+        stages = self.rt.pipeline.stages
+        history: DataFrame | None = None
+        as_of: int | None = None
+        for name in reversed(members):  # from the root down
+            spec = stages[name]
+            assert isinstance(spec, KeyedStage)
+            as_of = self.last_epoch(name)
+            inputs = self._input_rows(spec, keys, as_of) if history is None else history
+            if as_of is not None:
+                inputs = inputs.where(inputs[EPOCH] <= as_of)
+            out = spec.rederive(self.rt.spark, inputs)
+            path = scratch / name
+            path.mkdir()
+            table = out.toArrow()  # the keys' rows are few: no Spark write, no file listing
+            pq.write_table(table, path / "history.parquet")
+            pq.write_table(_keys_table(spec, keys, table.schema), path / "keys.parquet")
+            if name != members[0]:  # the stage below re-derives from these rows
+                history = self.rt.spark.createDataFrame(table)
+            self.partial.fill(
+                self._p,
+                name,
+                spec.key,
+                keys_file=str(path / "keys.parquet"),
+                history_file=str(path / "history.parquet"),
+                as_of=-1 if as_of is None else as_of,
+            )
+        return as_of
 
     def catch_up(self, stage: str) -> None:
         """Run the epochs ``stage`` and the partial stages above it are behind the ones above

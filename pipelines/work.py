@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.iteration import RoundCallback
+from pipelines.layout import writer
 from pipelines.spark import LazySpark
 from pipelines.storage import DataStore, runtime_home
 from progress import Time
@@ -85,6 +86,8 @@ class StageWork:
     empty: list[StructType | None]
     """Per input port without data at this epoch: the schema of its empty frame."""
     on_round: RoundCallback | None = None
+    sort_key: tuple[str, ...] | None = None
+    """The columns its output message is sorted by (``pipelines.layout.sort_key``), if any."""
     below: tuple[str, ...] = ()
     """The stages below this one that read its output, directly or not (for a partial stage:
     the partial stages keyed like it, which an eviction follows)."""
@@ -147,7 +150,7 @@ class StageWork:
             raise TypeError(f"the stage function returned {type(df).__name__}, not a DataFrame")
         path = self.attempt_dir()
         try:
-            df.write.parquet(str(path))
+            writer(df, self.sort_key).parquet(str(path))
             rows, size = self.store.stats(path)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)

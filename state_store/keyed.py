@@ -18,6 +18,7 @@ never share memory.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,14 @@ from progress.ledger.engine import AttachedFile
 from progress.ledger.lock import LedgerLock
 
 DEFAULT_LOCK_TIMEOUT = 60.0
+LINGER = 0.5
+"""Seconds the file stays attached after a use, for the next use (``AttachedFile``): another
+process that wants it waits a few ms at most, not this long."""
+COUNTERS = ("hits", "misses", "upqueries", "evictions")
+PutOff = tuple[
+    dict[tuple[str, str], list[int]], dict[tuple[str, str, tuple[str, ...]], dict[Any, int]]
+]
+"""Counters and read marks that reads put off: per stage, and per stage and key columns."""
 WRITER_TIMEOUT = 6 * 3600.0
 """Seconds a run of a stateful stage waits for another process's run of the same stage."""
 
@@ -53,12 +62,23 @@ def ident(*parts: str) -> str:
 class KeyedState:
     """The keyed state of every stateful stage of the pipelines that share one file."""
 
-    def __init__(self, path: str | os.PathLike[str], lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        linger: float = LINGER,
+    ):
         self.path = Path(path)
-        self._file = AttachedFile(self.path, lock_timeout)
+        self._file = AttachedFile(
+            self.path, lock_timeout, linger=linger, on_release=self._settle, marks_waits=True
+        )
         self._writing: dict[tuple[str, str], int] = {}
         self._created = False
         self._seen: set[str] = set()
+        self._memo: dict[Any, Any] = {}
+        self._memo_hold = -1
+        self._counts: dict[tuple[str, str], list[int]] = {}
+        self._marks: dict[tuple[str, str, tuple[str, ...]], dict[tuple[Any, ...], int]] = {}
 
     def writer_lock_path(self, pipeline: str, stage: str) -> Path:
         """The lock file that ``writer`` holds for one stage."""
@@ -93,8 +113,11 @@ class KeyedState:
             lock.release()
 
     @contextmanager
-    def connect(self) -> Iterator[Any]:
-        """One transaction on the file (its tables of every stage created on first use)."""
+    def connect(self, *, reading: bool = False) -> Iterator[Any]:
+        """One transaction on the file (its tables of every stage created on first use). It
+        first writes the counters and read marks put off by reads (``count_later``,
+        ``mark_later``), unless it is itself such a read (``reading``): whatever reads or
+        changes them then sees them exact."""
         with self._file.open() as con:
             if not self._created:
                 con.execute(
@@ -107,13 +130,98 @@ class KeyedState:
                     "hits BIGINT, misses BIGINT, upqueries BIGINT, evictions BIGINT)"
                 )
                 self._created = True
+            if not reading or self._memo_hold != self._file.holds:
+                self._memo.clear()  # this hold may see others' changes; this one may change
+                self._memo_hold = self._file.holds
             con.execute("BEGIN TRANSACTION")
+            taken: PutOff | None = None
             try:
+                if not reading:
+                    taken = self._write_put_off(con)
                 yield con
             except BaseException:
                 con.execute("ROLLBACK")
+                if taken is not None:
+                    self._put_back(taken)
                 raise
             con.execute("COMMIT")
+
+    def remembered(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, remembered by ``key`` across reads (``connect(reading=True)``) of one
+        hold of the file, until a transaction that may change it: within one hold no other
+        holder changes the file. Call it inside a transaction."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def release(self) -> None:
+        """Write what reads put off and let the file go now (it lingers otherwise)."""
+        self._file.release()
+
+    def count_later(self, pipeline: str, stage: str, **counts: int) -> None:
+        """Add to a stage's counters (``COUNTERS``) with the next transaction that is not a
+        read, or before the file is let go: a hit writes nothing."""
+        pending = self._counts.setdefault((pipeline, stage), [0] * len(COUNTERS))
+        for i, name in enumerate(COUNTERS):
+            pending[i] += counts.get(name, 0)
+
+    def mark_later(
+        self, pipeline: str, stage: str, key: Sequence[str], keys: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Mark present ``keys`` of a partial stage read now (what a key budget evicts by),
+        written as ``count_later`` writes counters."""
+        now = time.time_ns() // 1000
+        marks = self._marks.setdefault((pipeline, stage, tuple(key)), {})
+        for k in keys:
+            marks[k] = now
+
+    def _settle(self, con: Any) -> None:
+        """Before the file is let go: write what reads put off, in a transaction of its own."""
+        if not self._counts and not self._marks:
+            return
+        taken = (self._counts, self._marks)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            self._write_put_off(con)
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            self._put_back(taken)
+            raise
+
+    def _put_back(self, taken: PutOff) -> None:
+        """What a rolled back transaction took to write, put off again."""
+        counts, marks = taken
+        for (pipeline, stage), values in counts.items():
+            self.count_later(pipeline, stage, **dict(zip(COUNTERS, values, strict=True)))
+        for where, read in marks.items():
+            newer = self._marks.setdefault(where, {})
+            for k, when in read.items():
+                newer[k] = max(when, newer.get(k, when))
+
+    def _write_put_off(self, con: Any) -> PutOff:
+        """Write the put-off counters and marks in ``con``'s transaction; returns them."""
+        counts, self._counts = self._counts, {}
+        marks, self._marks = self._marks, {}
+        for (pipeline, stage), values in counts.items():
+            if any(values):
+                con.execute(
+                    "INSERT INTO partial_stats VALUES (?, ?, ?, ?, ?, ?)",
+                    [pipeline, stage, *values],
+                )
+        for (pipeline, stage, key), read in marks.items():
+            present = ident(pipeline, stage, "present")
+            if not read or not self.exists(con, present):
+                continue
+            cols = ", ".join(f'"{k}"' for k in key)
+            row = "(" + ", ".join("?" for _ in range(len(key) + 1)) + ")"
+            match = " AND ".join(f'p."{k}" = m."{k}"' for k in key)
+            con.execute(
+                f"UPDATE {present} p SET _read = greatest(p._read, m._read) FROM (VALUES "
+                f"{', '.join(row for _ in read)}) m({cols}, _read) WHERE {match}",
+                [v for k, when in read.items() for v in (*k, when)],
+            )
+        return counts, marks
 
     def has(self, con: Any, table: str) -> bool:
         """Whether ``table`` exists, remembered once it does (no table of the store is ever

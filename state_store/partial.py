@@ -19,11 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from state_store.keyed import KeyedState, ident, parquet
+from state_store.keyed import COUNTERS, KeyedState, ident, parquet
 
 Key = tuple[Any, ...]
 
-COUNTERS = ("hits", "misses", "upqueries", "evictions")
 INLINE_KEYS = 256
 """Up to this many keys, a read names them in its SQL; more go through a temporary table."""
 SAMPLE_ROWS = 10_000
@@ -148,13 +147,16 @@ class PartialKeys:
         """The rows of ``keys`` as of ``as_of`` (None: the last epoch), the keys present, and the
         last epoch, in one transaction; a read of a partial stage marks its present keys read
         now (with ``mark``: what a key budget evicts by) and (with ``count``) counts them as
-        hits. An ``as_of`` past the last epoch (or no
-        epoch at all) reads nothing: only the last epoch is returned."""
+        hits; both are put off (``KeyedState.count_later``, ``mark_later``), so a read writes
+        nothing. An ``as_of`` past the last epoch (or no epoch at all) reads nothing: only the
+        last epoch is returned."""
         history = ident(pipeline, stage, "history")
         latest = ident(pipeline, stage, "latest")
         present = ident(pipeline, stage, "present")
-        with self.state.connect() as con:
-            last = self._last(con, pipeline, stage)
+        with self.state.connect(reading=True) as con:
+            last = self.state.remembered(
+                ("last", pipeline, stage), lambda: self._last(con, pipeline, stage)
+            )
             if (as_of is None and last is None) or (
                 as_of is not None and last is not None and as_of > last
             ):
@@ -164,21 +166,16 @@ class PartialKeys:
                 found = frozenset()
                 if self.state.has(con, present):
                     where, params = self._of(con, key, keys, "p")
-                    if mark:
-                        rows = con.execute(
-                            f"UPDATE {present} p SET _read = ? WHERE {where} "
-                            f"RETURNING {_columns(key, 'p')}",
-                            [time.time_ns() // 1000, *params],
-                        ).fetchall()
-                    else:
-                        rows = con.execute(
-                            f"SELECT {_columns(key, 'p')} FROM {present} p WHERE {where}", params
-                        ).fetchall()
+                    rows = con.execute(
+                        f"SELECT {_columns(key, 'p')} FROM {present} p WHERE {where}", params
+                    ).fetchall()
                     found = frozenset(tuple(r) for r in rows)
+                    if mark and found:
+                        self.state.mark_later(pipeline, stage, key, list(found))
                 if count:
-                    self._count(con, pipeline, stage, hits=len(found))
+                    self.state.count_later(pipeline, stage, hits=len(found))
             elif count:
-                self._count(con, pipeline, stage, hits=len(keys))
+                self.state.count_later(pipeline, stage, hits=len(keys))
             out: list[dict[str, Any]] = []
             if as_of is None or as_of == last:
                 if self.state.has(con, latest):

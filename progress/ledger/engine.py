@@ -1,16 +1,29 @@
 """A DuckDB file used by one holder at a time, across processes: lock, attach, detach.
 
 Starting a DuckDB engine costs about 15 ms (it builds its catalog of functions); attaching a
-file to a running one costs well under 1 ms. So each holder keeps one in-memory engine for its
-process and attaches the file only while it holds the file's lock. Detaching closes the file
-(checkpointing it) just as closing a connection would, so the next process can open it.
+file to a running one costs well under 1 ms, and detaching it (which checkpoints it) a few ms
+more. So each holder keeps one in-memory engine for its process and attaches the file only while
+it holds the file's lock: attached means locked, in every process.
+
+A holder given a ``linger`` keeps the lock and the attachment after a use, for the next use to
+find them (a read of a few rows then costs its queries only). It lets them go as soon as another
+holder wants the file, after ``linger`` seconds without a use, and at exit. A waiter marks its
+wait with a shared lock on ``{file}.want`` (every holder of such a file does: ``marks_waits``);
+the lingering holder looks at that mark before each use and, while it lingers, every
+``WANT_POLL`` seconds. Before it detaches it calls ``on_release`` with the connection, so work
+it put off (counters, marks) is written before any other holder can read the file.
 """
 
 from __future__ import annotations
 
+import atexit
+import fcntl
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -19,28 +32,100 @@ import duckdb
 from progress.ledger.lock import LedgerLock
 
 ALIAS = "attached"
+WANT_POLL = 0.005
+"""Seconds between a lingering holder's looks for another holder that wants the file."""
 
 
 class AttachedFile:
     """One DuckDB file; ``open()`` yields a connection whose current database is the file."""
 
-    def __init__(self, path: Path, lock_timeout: float) -> None:
+    def __init__(
+        self,
+        path: Path,
+        lock_timeout: float,
+        *,
+        linger: float = 0.0,
+        on_release: Callable[[Any], None] | None = None,
+        marks_waits: bool = False,
+    ) -> None:
         self.path = path
+        self.marks_waits = marks_waits or linger > 0
+        """Whether a wait for the file is marked on ``.want`` (every holder of a file that any
+        holder lingers on must mark its waits)."""
         self.lock_timeout = lock_timeout
+        self.linger = linger
+        self.on_release = on_release
         self._engine: Any = None
         self._pid = 0
+        self._guard = threading.Lock()
+        self._held: LedgerLock | None = None
+        self._last_use = 0.0
+        self._want_fd: int | None = None
+        self._watched = 0
+        self.holds = 0
+        """How many times the file was attached by this holder (a new hold may see changes
+        that other holders made; within one hold, only this holder's own)."""
+        if linger > 0:
+            atexit.register(_release_at_exit, weakref.ref(self))
+
+    @property
+    def want_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".want")
 
     @contextmanager
     def open(self) -> Iterator[Any]:
         """Hold the file's lock and have it attached (not reentrant: callers nest above it)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with LedgerLock(self.path.with_name(self.path.name + ".lock"), self.lock_timeout):
-            con = self._attach()
+        if self.linger <= 0:
+            with LedgerLock(
+                self.path.with_name(self.path.name + ".lock"),
+                self.lock_timeout,
+                want=self.want_path if self.marks_waits else None,
+            ):
+                con = self._attach()
+                self.holds += 1
+                try:
+                    yield con
+                finally:
+                    con.execute("USE memory")
+                    con.execute(f"DETACH DATABASE {ALIAS}")
+            return
+        with self._guard:
+            con = self._hold()
             try:
                 yield con
-            finally:
-                con.execute("USE memory")
-                con.execute(f"DETACH DATABASE {ALIAS}")
+            except BaseException:
+                self._release()  # leave nothing half-done attached
+                raise
+            self._last_use = time.monotonic()
+            self._watch()
+
+    def release(self) -> None:
+        """Let the lock and the attachment go now, if this holder lingers on them."""
+        with self._guard:
+            self._release()
+
+    def _hold(self) -> Any:
+        """The attached connection: the lingering one unless another holder wants the file."""
+        if self._pid != os.getpid():  # a forked child: the parent's lock and engine are not ours
+            self._held, self._want_fd, self._watched = None, None, 0
+        if self._held is not None and self._wanted():
+            self._release()
+        if self._held is None:
+            lock = LedgerLock(
+                self.path.with_name(self.path.name + ".lock"),
+                self.lock_timeout,
+                want=self.want_path,
+            )
+            lock.acquire()
+            try:
+                self._attach()
+            except BaseException:
+                lock.release()
+                raise
+            self._held = lock
+            self.holds += 1
+        return self._engine
 
     def _attach(self) -> Any:
         if self._engine is None or self._pid != os.getpid():  # never across a fork
@@ -52,3 +137,72 @@ class AttachedFile:
         con.execute(f"ATTACH '{quoted}' AS {ALIAS}")
         con.execute(f"USE {ALIAS}")
         return con
+
+    def _wanted(self) -> bool:
+        """Whether another holder waits for the file (holds a shared lock on ``.want``)."""
+        if self._want_fd is None:
+            self._want_fd = os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._want_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self._want_fd, fcntl.LOCK_UN)
+        return False
+
+    def _release(self) -> None:
+        """Write what was put off, detach, unlock (the caller holds the guard)."""
+        lock, self._held = self._held, None
+        if lock is None or self._pid != os.getpid():
+            return
+        con = self._engine
+        try:
+            if self.on_release is not None:
+                self.on_release(con)
+        finally:
+            try:
+                con.execute("USE memory")
+                con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
+            finally:
+                lock.release()
+
+    def _watch(self) -> None:
+        """Start the thread that lets a lingering hold go (one per hold)."""
+        if self._held is None or self._watched == self.holds:
+            return
+        self._watched = self.holds
+        threading.Thread(  # it keeps the holder alive until the hold ends
+            target=_watch, args=(self, self.holds), name="state-file-linger", daemon=True
+        ).start()
+
+
+def _watch(holder: AttachedFile, hold: int) -> None:
+    """Let ``holder``'s hold number ``hold`` go once it has been idle ``linger`` seconds or
+    another holder wants the file (also when nothing else refers to ``holder`` any more)."""
+    pid = os.getpid()
+    while True:
+        time.sleep(WANT_POLL)
+        if holder._pid != pid:
+            return
+        if not holder._guard.acquire(blocking=False):
+            continue  # in use: it looks at the mark itself before each use
+        try:
+            if holder._held is None or holder.holds != hold:
+                return  # let go already (a later hold has a watcher of its own)
+            if time.monotonic() - holder._last_use >= holder.linger or holder._wanted():
+                holder._release()
+                return
+        finally:
+            holder._guard.release()
+
+
+def _release_at_exit(ref: weakref.ref[AttachedFile]) -> None:
+    """Let the hold go and close the engine (a file already removed is let go as it is)."""
+    holder = ref()
+    if holder is None or holder._pid != os.getpid():
+        return
+    with holder._guard:
+        with suppress(duckdb.Error):
+            holder._release()
+        if holder._engine is not None:
+            holder._engine.close()
+            holder._engine = None

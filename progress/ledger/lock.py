@@ -20,9 +20,12 @@ from progress.errors import LedgerLockTimeoutError
 class LedgerLock:
     """``with LedgerLock(path, timeout):`` holds an exclusive ``flock`` on ``path``."""
 
-    def __init__(self, path: Path, timeout: float) -> None:
+    def __init__(self, path: Path, timeout: float, *, want: Path | None = None) -> None:
         self.path = path
         self.timeout = timeout
+        self.want = want
+        """A file on which a waiter holds a shared lock while it waits, so a holder that keeps
+        the lock between uses (``AttachedFile``'s linger) sees that it is wanted."""
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -30,10 +33,22 @@ class LedgerLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self._wait(fd)
+            self._wait_marked(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
+
+    def _wait_marked(self, fd: int) -> None:
+        """``_wait``, holding a shared lock on ``want`` meanwhile (when there is one)."""
+        if self.want is None:
+            self._wait(fd)
+            return
+        mark = os.open(self.want, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(mark, fcntl.LOCK_SH)
+            self._wait(fd)
+        finally:
+            os.close(mark)  # and its shared lock with it
 
     def _wait(self, fd: int) -> None:
         """Block in the kernel's queue (fairer than polling, which lets the last holder win
