@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow.parquet as pq
 
 from pipelines import capture_log
 from pipelines.examples.bank import WORKERS, pipeline
@@ -36,7 +37,13 @@ LATE = 1
 
 
 def inputs(root: Path) -> DemoData:
+    """Seeded bank inputs; card worker 2's file at the late epoch split in two parts."""
     data = generate(root, epochs=EPOCHS, rows=300, accounts=20, seed=11)
+    (whole,) = data.files("card_payments", LATE, WORKERS["card_payments"] - 1)
+    table = pq.read_table(whole)
+    half = table.num_rows // 2
+    pq.write_table(table.slice(0, half), whole)
+    pq.write_table(table.slice(half), whole.with_name("part-1.parquet"))
     return DemoData(data.root, data.epochs, LATE)
 
 
