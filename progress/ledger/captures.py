@@ -134,6 +134,7 @@ def start(
         "INSERT INTO captures VALUES (?, ?, ?, ?, ?, ?, ?, ?, now(), NULL)",
         [pipeline, stage, port, worker, directory, stream, from_epoch, started],
     )
+    s.captures_changed()
     got = capture(s, pipeline, directory)
     assert got is not None
     return got
@@ -149,6 +150,7 @@ def stop(s: Session, pipeline: str, directory: str) -> CaptureRecord:
             "UPDATE captures SET stopped_at = now() WHERE pipeline = ? AND directory = ?",
             [pipeline, directory],
         )
+        s.captures_changed()
     got = capture(s, pipeline, directory)
     assert got is not None
     return got

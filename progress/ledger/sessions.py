@@ -30,6 +30,7 @@ class Session:
         self._known = known  # graphs by content hash, shared by every session of one ledger
         self._graphs: dict[str, Graph] = {}
         self._counts_through: int | None = None
+        self._captured: frozenset[str] | None = None
         self.written: set[str] = set()
         """The pipelines this session's open transaction has written batches for."""
 
@@ -63,10 +64,17 @@ class Session:
     def watermark(self) -> int:
         """The last batch folded into the counts table."""
         if self._counts_through is None:
-            row = self.row("SELECT value FROM meta WHERE key = 'counts_through'")
-            assert row is not None
-            self._counts_through = int(row[0])
+            self._read_meta()
+            assert self._counts_through is not None
         return self._counts_through
+
+    def _read_meta(self) -> None:
+        """The watermark and the captured pipelines, in the one query a commit makes anyway."""
+        found = dict(
+            self.rows("SELECT key, value FROM meta WHERE key IN ('counts_through', 'captured')")
+        )
+        self._counts_through = int(found["counts_through"])
+        self._captured = frozenset(json.loads(found.get("captured", "[]")))
 
     def folded(self, through: int) -> None:
         """Record that the counts table now holds every batch up to ``through``."""
@@ -78,21 +86,35 @@ class Session:
         self.written.add(pipeline)
 
     def captured(self, pipelines: Iterable[str]) -> set[str]:
-        """Which of ``pipelines`` have a capture that is not stopped (one small query)."""
-        names = sorted(set(pipelines))
-        if not names:
-            return set()
-        rows = self.rows(
-            "SELECT DISTINCT pipeline FROM captures WHERE stopped_at IS NULL "
-            "AND pipeline IN (SELECT unnest(?))",
-            [names],
+        """Which of ``pipelines`` have a capture that is not stopped: read with the watermark
+        (``meta`` key ``captured``, kept by ``captures_changed``), so a commit pays no query
+        of its own for it."""
+        if self._captured is None:
+            self._read_meta()
+            assert self._captured is not None
+        return set(self._captured.intersection(pipelines))
+
+    def captures_changed(self) -> None:
+        """Record in ``meta`` which pipelines have a capture not stopped (after a capture
+        started or stopped, in its transaction)."""
+        names = [
+            r[0]
+            for r in self.rows(
+                "SELECT DISTINCT pipeline FROM captures WHERE stopped_at IS NULL ORDER BY 1"
+            )
+        ]
+        self.con.execute(
+            "INSERT INTO meta VALUES ('captured', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [json.dumps(names)],
         )
-        return {r[0] for r in rows}
+        self._captured = frozenset(names)
 
     def forget(self) -> None:
         """Drop what this session cached (after a rollback it may describe undone writes)."""
         self._graphs.clear()
         self._counts_through = None
+        self._captured = None
         self.written.clear()
 
 
@@ -106,8 +128,8 @@ class Sessions:
     sessions and transactions (in one thread) share the outermost; other threads wait.
 
     A transaction that wrote batches asks, before it commits, which of their pipelines are
-    captured (one small query in the same transaction); when there are any, the listeners
-    are told once the outermost session has ended."""
+    captured (read with the counts watermark, no query of its own); when there are any, the
+    listeners are told once the outermost session has ended."""
 
     def __init__(self, path: Path, lock_timeout: float) -> None:
         self.path = path
