@@ -138,7 +138,7 @@ class Sessions:
         self._known: dict[str, Graph] = {}
         self._current: Session | None = None
         self._in_transaction = False
-        self._captured: set[str] = set()
+        self._to_sync: set[str] = set()
         self.listeners: list[CommitListener] = []
 
     @contextmanager
@@ -161,7 +161,7 @@ class Sessions:
                     finally:
                         self._current = None
             finally:
-                captured, self._captured = frozenset(self._captured), set()
+                captured, self._to_sync = frozenset(self._to_sync), set()
         if captured:  # the ledger is free again: a listener may wait for another lock
             for listener in list(self.listeners):
                 listener(captured)
@@ -187,4 +187,4 @@ class Sessions:
                 self._in_transaction = False
             s.con.execute("COMMIT")
             s.written.clear()
-            self._captured |= captured
+            self._to_sync |= captured
