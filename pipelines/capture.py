@@ -35,14 +35,15 @@ import copy
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from pipelines import capture_log
+from progress import Tracker
 from progress.capture import DataFile, Event, Messages, Progress, Revision, StreamChecker
 from progress.errors import EpochgateError
 from progress.ledger import CaptureRecord, Ledger, StreamMessage, StreamSnapshot
@@ -242,20 +243,21 @@ def live(
 
 
 def plan(
-    ledger: Ledger, capture: CaptureRecord, state: LogState
-) -> tuple[list[Planned], StreamSnapshot]:
-    """The events ``capture``'s log lacks, from one ledger session (a snapshot)."""
+    ledger: Ledger, capture: CaptureRecord, state: LogState, tracker: Tracker | None = None
+) -> list[Planned]:
+    """The events ``capture``'s log lacks, from one ledger session (a snapshot); ``tracker``
+    holds the counts of that session when the caller has read them already."""
     with ledger.session():
         if state.floor is None:
             snap = ledger.capture_snapshot(
-                capture, after=None, floor=None, history_from=capture.from_epoch
+                capture, after=None, floor=None, history_from=capture.from_epoch, tracker=tracker
             )
-            return history(state, snap), snap
+            return history(state, snap)
         after = state.last_batch if state.last_batch is not None else state.floor
-        snap = ledger.capture_snapshot(capture, after=after, floor=state.floor)
+        snap = ledger.capture_snapshot(capture, after=after, floor=state.floor, tracker=tracker)
         times = revision_times(state, snap, capture.from_epoch)
         current = _by_time(ledger.capture_current(capture, times))
-    return live(state, snap, current, capture.from_epoch), snap
+    return live(state, snap, current, capture.from_epoch)
 
 
 # -- appending ---------------------------------------------------------------------------------
@@ -304,25 +306,38 @@ def _shaped(planned: Planned, files: tuple[DataFile, ...] = ()) -> Event:
     return Revision(planned.time, files)
 
 
-def sync_locked(ledger: Ledger, capture: CaptureRecord, directory: Path) -> int:
-    """Bring the log in ``directory`` up to the ledger; the caller holds its lock. Returns
-    the number of events appended."""
-    length = capture_log.length(directory)  # cuts a line torn by a writer killed in it
+def prepared(directory: Path) -> LogState:
+    """The state of the log in ``directory``, whose lock the caller holds, after cutting a
+    line torn by a writer killed inside its write."""
+    length = capture_log.length(directory)
     state = log_state(directory)
-    if state.length != length:  # changed within the same second and size: read it again
+    if state.length != length:  # changed within the file's time resolution: read it again
         _cache.pop(str(directory), None)
         state = log_state(directory)
-    planned, _ = plan(ledger, capture, state)
+    return state
+
+
+def appended(directory: Path, state: LogState, planned: Sequence[Planned]) -> int:
+    """Link the data of ``planned`` and append its events to the log in ``directory`` (the
+    caller holds its lock; ``state`` is what the log holds). Returns how many."""
     if not planned:
         return 0
     checker = copy.deepcopy(state.checker)
     checker.check_all([_shaped(p) for p in planned])  # a planning mistake never reaches the log
+    length = state.length
     events = [_shaped(p, _files(directory, length + i, p.messages)) for i, p in enumerate(planned)]
     batches = [p.batch for p in planned]
     capture_log.append(directory, length, events, batches)
     state.add(events, batches)
     _cache[str(directory)] = (_stat(directory), state)
     return len(events)
+
+
+def sync_locked(ledger: Ledger, capture: CaptureRecord, directory: Path) -> int:
+    """Bring the log in ``directory`` up to the ledger; the caller holds its lock. Returns
+    the number of events appended."""
+    state = prepared(directory)
+    return appended(directory, state, plan(ledger, capture, state))
 
 
 def sync(ledger: Ledger, capture: CaptureRecord) -> int:
@@ -332,9 +347,52 @@ def sync(ledger: Ledger, capture: CaptureRecord) -> int:
         return sync_locked(ledger, capture, directory)
 
 
-def sync_pipeline(ledger: Ledger, pipeline: str) -> int:
-    """Sync every capture of ``pipeline`` that is not stopped; events appended."""
-    return sum(sync(ledger, c) for c in ledger.captures(pipeline, active=True))
+Failed = Callable[[CaptureRecord, Exception], None]
+
+
+def sync_pipeline(ledger: Ledger, pipeline: str, on_error: Failed | None = None) -> int:
+    """Sync every capture of ``pipeline`` that is not stopped, from one ledger session (one
+    look at the counts for all of them), holding their locks (taken in path order, before the
+    ledger's). A capture that fails raises, or with ``on_error`` is reported there and left
+    behind while the others go on. Returns the events appended."""
+    records = ledger.captures(pipeline, active=True)
+    if not records:
+        return 0
+    states: dict[str, LogState] = {}
+    planned: dict[str, list[Planned]] = {}
+    with ExitStack() as locks:
+        for found in sorted(records, key=lambda c: c.directory):
+            try:
+                locks.enter_context(capture_log.locked(found.directory))
+                states[found.directory] = prepared(Path(found.directory))
+            except (EpochgateError, OSError) as err:
+                if on_error is None:
+                    raise
+                on_error(found, err)
+        with ledger.session():
+            tracker = ledger.tracker(pipeline)
+            for found in ledger.captures(pipeline, active=True):  # none stopped meanwhile
+                if found.directory in states:
+                    planned[found.directory] = plan(ledger, found, states[found.directory], tracker)
+        total = 0
+        for found in records:
+            if found.directory not in planned:
+                continue
+            try:
+                total += appended(
+                    Path(found.directory), states[found.directory], planned[found.directory]
+                )
+            except (EpochgateError, OSError) as err:
+                if on_error is None:
+                    raise
+                on_error(found, err)
+        return total
+
+
+def _warn(found: CaptureRecord, err: Exception) -> None:
+    log.warning(
+        "capture of %s.%s into %s is behind: %s", found.pipeline, found.stage, found.directory, err
+    )
 
 
 @dataclass(frozen=True)
@@ -345,17 +403,10 @@ class Follower:
 
     def __call__(self, pipelines: frozenset[str]) -> None:
         for pipeline in sorted(pipelines):
-            for found in self.ledger.captures(pipeline, active=True):
-                try:
-                    sync(self.ledger, found)
-                except (EpochgateError, OSError) as err:
-                    log.warning(
-                        "capture of %s.%s into %s is behind: %s",
-                        pipeline,
-                        found.stage,
-                        found.directory,
-                        err,
-                    )
+            try:
+                sync_pipeline(self.ledger, pipeline, on_error=_warn)
+            except (EpochgateError, OSError) as err:  # the ledger itself: the next sync repairs
+                log.warning("captures of %s are behind: %s", pipeline, err)
 
 
 def follow(ledger: Ledger) -> None:
@@ -442,7 +493,7 @@ def status(ledger: Ledger, capture: CaptureRecord) -> CaptureStatus:
         state = log_state(directory)
     except (EpochgateError, OSError) as err:
         return shown(None, 0, str(err))
-    behind = len(plan(ledger, capture, state)[0]) if capture.active else 0
+    behind = len(plan(ledger, capture, state)) if capture.active else 0
     return shown(state, behind, None)
 
 

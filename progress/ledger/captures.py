@@ -22,6 +22,7 @@ from progress.ledger.queries import tracker
 from progress.ledger.records import RunKind
 from progress.ledger.sessions import Session
 from progress.location import Source
+from progress.tracker import Tracker
 
 CAPTURE_COLUMNS = (
     "pipeline, stage, port, worker, directory, stream, from_epoch, started_batch, started_at, "
@@ -182,16 +183,16 @@ def high_water(s: Session) -> int:
     return int(row[0])
 
 
-def frontier(s: Session, rec: CaptureRecord) -> tuple[int, ...]:
+def frontier(s: Session, rec: CaptureRecord, counts: Tracker | None = None) -> tuple[int, ...]:
     """The stream's frontier: one input worker's capability, or the tracker's frontier at the
-    stage's output port."""
+    stage's output port (from ``counts``, the session's tracker, when given)."""
     if rec.worker is not None:
         row = s.row(
             "SELECT t0 FROM capabilities WHERE pipeline = ? AND node = ? AND worker = ?",
             [rec.pipeline, rec.stage, rec.worker],
         )
         return () if row is None or row[0] is None else (int(row[0]),)
-    found = tracker(s, rec.pipeline).frontier(Source(rec.stage, rec.port))
+    found = (counts or tracker(s, rec.pipeline)).frontier(Source(rec.stage, rec.port))
     return tuple(sorted(t for t in found.elements if isinstance(t, int)))
 
 
@@ -222,14 +223,16 @@ def snapshot(
     after: int | None,
     floor: int | None,
     history_from: int | None = None,
+    counts: Tracker | None = None,
 ) -> StreamSnapshot:
     """The stream at the last batch: its frontier; its messages catalogued in batches ``>=
     after`` (none when None); the ``(epoch, batch)`` of its revisions after batch ``floor``
     (none when None); and, for a log's history (``after`` None), its current messages at
     every epoch ``>= history_from`` (None: from its frontier). Call it in a session: every
-    part is then read from one state of the ledger."""
+    part is then read from one state of the ledger (``counts``: the session's tracker, when
+    read already)."""
     top = high_water(s)
-    found = frontier(s, rec)
+    found = frontier(s, rec, counts)
     join, params = _stream(rec)
     window: tuple[StreamMessage, ...] = ()
     current: tuple[StreamMessage, ...] = ()

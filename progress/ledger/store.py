@@ -295,12 +295,14 @@ class Ledger:
         after: int | None,
         floor: int | None,
         history_from: int | None = None,
+        tracker: Tracker | None = None,
     ) -> StreamSnapshot:
         """A captured stream as the ledger holds it now, read in one session (see
-        ``progress.ledger.captures.snapshot``)."""
+        ``progress.ledger.captures.snapshot``). Pass ``tracker``, a snapshot read in the same
+        session, to save reading the counts again."""
         with self._sessions.session() as s:
             return captures.snapshot(
-                s, capture, after=after, floor=floor, history_from=history_from
+                s, capture, after=after, floor=floor, history_from=history_from, counts=tracker
             )
 
     def capture_current(
