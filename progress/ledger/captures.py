@@ -236,13 +236,18 @@ def snapshot(
     join, params = _stream(rec)
     window: tuple[StreamMessage, ...] = ()
     current: tuple[StreamMessage, ...] = ()
-    if after is not None:
-        window = _messages(
+    revisions: list[tuple[int, int]] = []
+    if after is not None:  # the window and the revisions before it, in one query
+        rows = _messages(
             s.rows(
-                SELECT + join + " AND m.batch_id >= ? ORDER BY m.batch_id, m.t0, m.attempt",
-                [*params, after],
+                SELECT + join + f" AND (m.batch_id >= ? OR ({IS_REVISION} AND m.batch_id > ?)) "
+                "ORDER BY m.batch_id, m.t0, m.attempt",
+                [*params, after, floor if floor is not None else top],
             )
         )
+        window = tuple(m for m in rows if m.batch >= after)
+        if floor is not None:
+            revisions = sorted({(m.batch, m.time) for m in rows if m.revision and m.batch > floor})
     else:
         start = history_from if history_from is not None else (found[0] if found else None)
         if start is not None:
@@ -253,18 +258,7 @@ def snapshot(
                     [*params, start],
                 )
             )
-    revisions: list[tuple[int, int]] = []
-    if floor is not None:
-        revisions = [
-            (int(t), int(b))
-            for t, b in s.rows(
-                "SELECT DISTINCT m.t0, m.batch_id "
-                + join
-                + f" AND {IS_REVISION} AND m.batch_id > ? ORDER BY m.batch_id, m.t0",
-                [*params, floor],
-            )
-        ]
-    return StreamSnapshot(top, found, window, tuple(revisions), current)
+    return StreamSnapshot(top, found, window, tuple((t, b) for b, t in revisions), current)
 
 
 def current(s: Session, rec: CaptureRecord, times: Sequence[int]) -> tuple[StreamMessage, ...]:
