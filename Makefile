@@ -79,6 +79,7 @@ bench: $(STAMP) ## Run the benchmarks (prints figures and ratios)
 	$(BIN)/python bench/bench_connect.py
 	$(BIN)/python bench/bench_dagster.py
 	$(BIN)/python bench/bench_partial.py
+	$(BIN)/python bench/bench_capture.py
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches

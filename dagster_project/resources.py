@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
+from pipelines.capture import follow
 from pipelines.dataflow import Pipeline
 from pipelines.runtime import Runtime
 from pipelines.settings import DATA_DIR, STATE_FILE, absolute, data_path, ledger_path, state_path
@@ -107,7 +108,9 @@ class LedgerResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return self.ledger_path.exists()
 
     def ledger(self) -> Ledger:
-        return Ledger(self.ledger_path, lock_timeout=self.lock_timeout)
+        ledger = Ledger(self.ledger_path, lock_timeout=self.lock_timeout)
+        follow(ledger)  # its commits (runs, epoch clock) sync the pipeline's captures
+        return ledger
 
 
 class StateStoreResource(dg.ConfigurableResource):  # type: ignore[type-arg]

@@ -13,6 +13,8 @@ from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 
 from pipelines import reports
+from pipelines.capture import follow
+from pipelines.capture_commands import CaptureCommand, add_capture_commands
 from pipelines.dataflow import Pipeline
 from pipelines.errors import BackfillIncompleteError, RunFailedError, StageFailedError
 from pipelines.examples.sizes import add_size_options
@@ -127,6 +129,7 @@ def chosen(args: argparse.Namespace) -> tuple[Pipeline, Ledger]:
     """The pipeline ``-p`` means (the ledger's only one without it), and its ledger; nothing
     is registered yet."""
     ledger = Ledger(settings(args).ledger, lock_timeout=args.lock_timeout)
+    follow(ledger)  # its commits (advance, close, clock) sync the pipeline's captures
     return choose(registrations(ledger), args.pipeline, ledger.path), ledger
 
 
@@ -281,6 +284,13 @@ def cmd_keyed(args: argparse.Namespace) -> int:
         rt = runtime(args, pipeline, ledger)
         request = prepare(rt, args)
     return command(rt, request, args)
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    """``capture start|stop|status|sync`` on the pipeline ``-p`` means."""
+    pipeline, ledger = chosen(args)
+    command: CaptureCommand = args.capture
+    return command(runtime(args, pipeline, ledger), args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -487,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_commands(commands, engine)
     add_keyed_commands(commands, engine, cmd_keyed)
     add_replay_commands(commands, engine, lambda args: runtime(args, *chosen(args)))
+    add_capture_commands(commands, engine, cmd_capture)
 
     demo = commands.add_parser("demo", help="run the bank example end to end and check it")
     add_size_options(demo)

@@ -21,6 +21,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines import capture, capture_log
+from pipelines.capture import CaptureStatus
 from pipelines.dataflow import Pipeline
 from pipelines.errors import (
     BackfillIncompleteError,
@@ -31,7 +33,7 @@ from pipelines.errors import (
 )
 from pipelines.executor import Admitted, Executor, Worked, run_key
 from pipelines.families import lock_name
-from pipelines.inputs import SourceInput
+from pipelines.inputs import SourceInput, source_worker
 from pipelines.iteration import RoundCallback
 from pipelines.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.pending import PendingReads
@@ -43,6 +45,7 @@ from pipelines.spark import LazySpark, SparkFactory
 from pipelines.stages import SinkStage
 from pipelines.storage import DataStore, runtime_home
 from progress import Target, Time, Tracker
+from progress.errors import CaptureError
 from progress.ledger import Ledger, PendingUpquery, StageStatus
 from state_store import KeyedState
 
@@ -79,6 +82,7 @@ class Runtime:
             pipeline, ledger, self._spark, self.store, self.state, on_round=on_round
         )
         self._order = self.graph.depths()
+        capture.follow(ledger)  # a commit that changes a captured stream syncs its capture
 
     @property
     def spark(self) -> SparkSession:
@@ -410,6 +414,72 @@ class Runtime:
     @cached_property
     def _reads(self) -> KeyedReads:
         return KeyedReads(self)
+
+    # -- captures ------------------------------------------------------------------------------
+
+    def capture(
+        self,
+        stage: str,
+        into: str | Path,
+        *,
+        from_epoch: int | None = None,
+        worker: int | None = None,
+    ) -> CaptureStatus:
+        """Record ``stage``'s output stream (only input worker ``worker`` of a source, when
+        given: its messages and its capability) into the directory ``into``, which must hold
+        no capture yet, from epoch ``from_epoch`` (default: from the stream's frontier; the
+        messages already committed at epochs still open are recorded too). From now on every
+        commit that changes the stream appends its events (``pipelines.capture``). Returns
+        where the capture stands after its first sync."""
+        p = self.pipeline.name
+        if worker is not None:
+            source_worker(self.pipeline, stage, worker)
+        else:
+            self.pipeline.stage(stage)
+        if from_epoch is not None and (type(from_epoch) is not int or from_epoch < 0):
+            raise CaptureError(p, str(into), f"from_epoch {from_epoch!r} is not an epoch")
+        schema = self.executor.schema_of(stage)
+        if schema is None:
+            raise CaptureError(
+                p,
+                str(into),
+                "its columns are not known yet (no declared schema, no data); nothing was recorded",
+                stage=stage,
+            )
+        directory = Path(into).resolve()
+        header = capture_log.new_header(p, stage, worker=worker, schema=schema.json())
+        with capture.new_log(directory, header):
+            record = self.ledger.start_capture(
+                p,
+                stage,
+                directory=str(directory),
+                stream=header.stream,
+                worker=worker,
+                from_epoch=from_epoch,
+            )
+            capture.sync_locked(self.ledger, record, directory)
+        return capture.status(self.ledger, record)
+
+    def stop_capture(self, into: str | Path) -> CaptureStatus:
+        """Bring the capture into ``into`` up to the ledger one last time, then stop it: its
+        directory stays as it is, a complete stream up to that point."""
+        directory = Path(into).resolve()
+        p = self.pipeline.name
+        with capture_log.locked(directory):
+            found = [c for c in self.ledger.captures(p) if c.directory == str(directory)]
+            if found and found[0].active:
+                capture.sync_locked(self.ledger, found[0], directory)
+            record = self.ledger.stop_capture(p, str(directory))
+        return capture.status(self.ledger, record)
+
+    def captures(self) -> list[CaptureStatus]:
+        """Every capture of the pipeline, stopped ones too, with where each stands."""
+        return [capture.status(self.ledger, c) for c in self.ledger.captures(self.pipeline.name)]
+
+    def sync_captures(self) -> int:
+        """Bring every capture of the pipeline that is not stopped up to the ledger now (a
+        commit does it by itself; this repairs one a crash left behind). Events appended."""
+        return capture.sync_pipeline(self.ledger, self.pipeline.name)
 
     # -- outputs -------------------------------------------------------------------------------
 

@@ -311,3 +311,17 @@ class ForeignLocationError(LedgerError):
             f"pipeline {pipeline!r}, batch {key!r}: {location} is not a location of the "
             "registered graph; nothing was committed"
         )
+
+
+class CaptureError(LedgerError):
+    """A capture that cannot start, stop or be found: names the pipeline, the stage (when
+    known) and the capture directory."""
+
+    def __init__(
+        self, pipeline: str, directory: str, text: str, *, stage: str | None = None
+    ) -> None:
+        self.pipeline = pipeline
+        self.directory = directory
+        self.stage = stage
+        where = f"pipeline {pipeline!r}" + (f", stage {stage!r}" if stage else "")
+        super().__init__(f"{where}, capture {directory}: {text}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from progress.ledger.captures import CaptureRecord, StreamMessage, StreamSnapshot
 from progress.ledger.records import (
     BatchRecord,
     CommitResult,
@@ -28,6 +29,7 @@ __all__ = [
     "DEFAULT_PATH",
     "SCHEMA_VERSION",
     "BatchRecord",
+    "CaptureRecord",
     "CommitResult",
     "CountDifference",
     "History",
@@ -43,6 +45,8 @@ __all__ = [
     "RunKind",
     "RunRecord",
     "StageStatus",
+    "StreamMessage",
+    "StreamSnapshot",
     "VerifyReport",
     "scope_name",
 ]

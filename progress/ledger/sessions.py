@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,9 @@ class Session:
         self._known = known  # graphs by content hash, shared by every session of one ledger
         self._graphs: dict[str, Graph] = {}
         self._counts_through: int | None = None
+        self._captured: frozenset[str] | None = None
+        self.written: set[str] = set()
+        """The pipelines this session's open transaction has written batches for."""
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.con.execute(sql, list(params)).fetchall()  # type: ignore[no-any-return]
@@ -61,25 +64,72 @@ class Session:
     def watermark(self) -> int:
         """The last batch folded into the counts table."""
         if self._counts_through is None:
-            row = self.row("SELECT value FROM meta WHERE key = 'counts_through'")
-            assert row is not None
-            self._counts_through = int(row[0])
+            self._read_meta()
+            assert self._counts_through is not None
         return self._counts_through
+
+    def _read_meta(self) -> None:
+        """The watermark and the captured pipelines, in the one query a commit makes anyway."""
+        found = dict(
+            self.rows("SELECT key, value FROM meta WHERE key IN ('counts_through', 'captured')")
+        )
+        self._counts_through = int(found["counts_through"])
+        self._captured = frozenset(json.loads(found.get("captured", "[]")))
 
     def folded(self, through: int) -> None:
         """Record that the counts table now holds every batch up to ``through``."""
         self.con.execute("UPDATE meta SET value = ? WHERE key = 'counts_through'", [str(through)])
         self._counts_through = through
 
+    def wrote(self, pipeline: str) -> None:
+        """Note that the open transaction wrote a batch of ``pipeline``."""
+        self.written.add(pipeline)
+
+    def captured(self, pipelines: Iterable[str]) -> set[str]:
+        """Which of ``pipelines`` have a capture that is not stopped: read with the watermark
+        (``meta`` key ``captured``, kept by ``captures_changed``), so a commit pays no query
+        of its own for it."""
+        if self._captured is None:
+            self._read_meta()
+            assert self._captured is not None
+        return set(self._captured.intersection(pipelines))
+
+    def captures_changed(self) -> None:
+        """Record in ``meta`` which pipelines have a capture not stopped (after a capture
+        started or stopped, in its transaction)."""
+        names = [
+            r[0]
+            for r in self.rows(
+                "SELECT DISTINCT pipeline FROM captures WHERE stopped_at IS NULL ORDER BY 1"
+            )
+        ]
+        self.con.execute(
+            "INSERT INTO meta VALUES ('captured', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [json.dumps(names)],
+        )
+        self._captured = frozenset(names)
+
     def forget(self) -> None:
         """Drop what this session cached (after a rollback it may describe undone writes)."""
         self._graphs.clear()
         self._counts_through = None
+        self._captured = None
+        self.written.clear()
+
+
+CommitListener = Callable[[frozenset[str]], None]
+"""Told, after the outermost session that committed them ends (the ledger unlocked), of the
+pipelines with a capture not stopped that its transactions wrote batches for."""
 
 
 class Sessions:
     """Opens sessions on one ledger file, migrating an older schema on first open. Nested
-    sessions and transactions (in one thread) share the outermost; other threads wait."""
+    sessions and transactions (in one thread) share the outermost; other threads wait.
+
+    A transaction that wrote batches asks, before it commits, which of their pipelines are
+    captured (read with the counts watermark, no query of its own); when there are any, the
+    listeners are told once the outermost session has ended."""
 
     def __init__(self, path: Path, lock_timeout: float) -> None:
         self.path = path
@@ -88,6 +138,8 @@ class Sessions:
         self._known: dict[str, Graph] = {}
         self._current: Session | None = None
         self._in_transaction = False
+        self._to_sync: set[str] = set()
+        self.listeners: list[CommitListener] = []
 
     @contextmanager
     def session(self) -> Iterator[Session]:
@@ -96,17 +148,23 @@ class Sessions:
             if self._current is not None:
                 yield self._current
                 return
-            with self._file.open() as con:
-                found = current_version(con)
-                if found > VERSION:
-                    raise LedgerSchemaError(str(self.path), found, VERSION)
-                if found < VERSION:
-                    migrate(con, found)
-                self._current = Session(con, self._known)
-                try:
-                    yield self._current
-                finally:
-                    self._current = None
+            try:
+                with self._file.open() as con:
+                    found = current_version(con)
+                    if found > VERSION:
+                        raise LedgerSchemaError(str(self.path), found, VERSION)
+                    if found < VERSION:
+                        migrate(con, found)
+                    self._current = Session(con, self._known)
+                    try:
+                        yield self._current
+                    finally:
+                        self._current = None
+            finally:
+                captured, self._to_sync = frozenset(self._to_sync), set()
+        if captured:  # the ledger is free again: a listener may wait for another lock
+            for listener in list(self.listeners):
+                listener(captured)
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
@@ -117,8 +175,10 @@ class Sessions:
                 return
             s.con.execute("BEGIN TRANSACTION")
             self._in_transaction = True
+            s.written.clear()
             try:
                 yield s
+                captured = s.captured(s.written) if s.written else set()
             except BaseException:
                 s.con.execute("ROLLBACK")
                 s.forget()
@@ -126,3 +186,5 @@ class Sessions:
             finally:
                 self._in_transaction = False
             s.con.execute("COMMIT")
+            s.written.clear()
+            self._to_sync |= captured

@@ -16,7 +16,18 @@ from pathlib import Path
 
 from progress.antichain import Antichain
 from progress.graph import Graph
-from progress.ledger import inputs, queries, registry, replays, runs, upqueries, verify, writer
+from progress.ledger import (
+    captures,
+    inputs,
+    queries,
+    registry,
+    replays,
+    runs,
+    upqueries,
+    verify,
+    writer,
+)
+from progress.ledger.captures import CaptureRecord, StreamMessage, StreamSnapshot
 from progress.ledger.records import (
     CommitResult,
     History,
@@ -30,7 +41,7 @@ from progress.ledger.records import (
     StageStatus,
     VerifyReport,
 )
-from progress.ledger.sessions import Sessions
+from progress.ledger.sessions import CommitListener, Sessions
 from progress.location import Location
 from progress.timestamp import Time
 from progress.tracker import Tracker, Update
@@ -65,6 +76,12 @@ class Ledger:
         one transaction: all of them or none."""
         with self._sessions.transaction():
             yield self
+
+    def on_commit(self, listener: CommitListener) -> None:
+        """Tell ``listener`` the captured pipelines that a session of this ``Ledger`` committed
+        batches for, once that session has ended (the ledger unlocked). Added once."""
+        if listener not in self._sessions.listeners:
+            self._sessions.listeners.append(listener)
 
     # -- graphs ------------------------------------------------------------------------------
 
@@ -265,6 +282,68 @@ class Ledger:
         """Mark pending reads filled; returns how many of them were still pending."""
         with self._sessions.transaction() as s:
             return upqueries.mark_filled(s, upquery_ids)
+
+    # -- captures ----------------------------------------------------------------------------
+
+    def start_capture(
+        self,
+        pipeline: str,
+        stage: str,
+        *,
+        directory: str,
+        stream: str,
+        port: int = 0,
+        worker: int | None = None,
+        from_epoch: int | None = None,
+    ) -> CaptureRecord:
+        """Record, in one transaction, that ``(stage, port)`` (only input worker ``worker`` of
+        a source, when given) is captured into ``directory``. A directory captured now raises
+        ``CaptureError``; a stopped capture's row there is replaced."""
+        with self._sessions.transaction() as s:
+            return captures.start(
+                s,
+                pipeline,
+                stage,
+                port=port,
+                worker=worker,
+                directory=directory,
+                stream=stream,
+                from_epoch=from_epoch,
+            )
+
+    def stop_capture(self, pipeline: str, directory: str) -> CaptureRecord:
+        """Mark the capture into ``directory`` stopped; ``CaptureError`` when there is none."""
+        with self._sessions.transaction() as s:
+            return captures.stop(s, pipeline, directory)
+
+    def captures(self, pipeline: str, *, active: bool = False) -> list[CaptureRecord]:
+        """The captures of ``pipeline`` (only those not stopped, with ``active``)."""
+        with self._sessions.session() as s:
+            return captures.captures(s, pipeline, active=active)
+
+    def capture_snapshot(
+        self,
+        capture: CaptureRecord,
+        *,
+        after: int | None,
+        floor: int | None,
+        history_from: int | None = None,
+        tracker: Tracker | None = None,
+    ) -> StreamSnapshot:
+        """A captured stream as the ledger holds it now, read in one session (see
+        ``progress.ledger.captures.snapshot``). Pass ``tracker``, a snapshot read in the same
+        session, to save reading the counts again."""
+        with self._sessions.session() as s:
+            return captures.snapshot(
+                s, capture, after=after, floor=floor, history_from=history_from, counts=tracker
+            )
+
+    def capture_current(
+        self, capture: CaptureRecord, times: Sequence[int]
+    ) -> tuple[StreamMessage, ...]:
+        """A captured stream's current messages at ``times``, in epoch and batch order."""
+        with self._sessions.session() as s:
+            return captures.current(s, capture, times)
 
     # -- questions ---------------------------------------------------------------------------
 

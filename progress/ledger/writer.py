@@ -76,6 +76,7 @@ def write_batch(
         graph.node(m.stage)
         validate_time(m.time, graph.minimum)
     rows = compacted.items()
+    s.wrote(pipeline)
     o0, o1 = time_to_columns(origin.time) if origin.time is not None else (None, None)
     run = None if origin.run is None else origin.run.value
     batch_id: int = con.execute(
