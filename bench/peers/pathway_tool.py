@@ -167,6 +167,6 @@ def settle(
                 rec.early(values[0])
     for key, values, time, is_addition in changes:
         if not is_addition and added.get((key, time), -1) <= values[0]:
-            kept[values] -= 1
+            kept[values] = kept.get(values, 0) - 1
             rec.early(values[0])
     return [v for v, n in kept.items() for _ in range(n)]
