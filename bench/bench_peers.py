@@ -146,6 +146,9 @@ def measure(
                         f"early {run.premature or 'none'}",
                         flush=True,
                     )
+                    if run.phases:
+                        parts = ", ".join(f"{k} {v:.1f}s" for k, v in run.phases.items())
+                        print(f"    where {NAMES[tool]}'s seconds went: {parts}", flush=True)
                 figures.append(figure(size.rows, runs, wrong))
     return figures
 

@@ -33,6 +33,9 @@ class Run:
     peak_rss: int
     """Bytes: the high-water resident set of the process, plus its JVM's for Spark."""
     output: str
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds spent in each part of the tool's own loop, where it has one (epochgate: sending
+    the files, running the stages)."""
 
     @property
     def throughput(self) -> float:
@@ -70,6 +73,7 @@ class Recorder:
     emitted_at: dict[int, float] = field(default_factory=dict)
     premature: set[int] = field(default_factory=set)
     late_rows: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
@@ -97,6 +101,9 @@ class Recorder:
             if self.delivered_steps < self.feed.closes.get(epoch, 0):
                 self.premature.add(epoch)
 
+    def spent(self, phase: str, seconds: float) -> None:
+        self.phases[phase] = self.phases.get(phase, 0.0) + seconds
+
     def early(self, epoch: int) -> None:
         """The tool emitted output of ``epoch`` before the epoch was complete (seen from the
         tool's own logical time, or because it took that output back later)."""
@@ -116,6 +123,7 @@ class Recorder:
             late_rows=self.late_rows,
             peak_rss=peak_rss(),
             output=str(output),
+            phases=dict(self.phases),
         )
 
 

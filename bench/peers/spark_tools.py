@@ -4,6 +4,7 @@ plain PySpark script does (each epoch once all of its files are there, one sessi
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import duckdb
@@ -69,16 +70,21 @@ def run_epochgate(feed: Feed, spark: SparkSession, home: Path, rec: Recorder) ->
     rt = Runtime(p, Ledger(home / "ledger.duckdb"), spark, home / "data")
 
     def on_result(r: RunResult) -> None:
+        rec.spent(f"stage {r.stage}", r.seconds)
         if r.stage == result:
             rec.emitted(int(r.epoch))  # type: ignore[arg-type]
 
     rec.start()
     for step in feed.steps:
+        started = time.perf_counter()
         handle = rt.input(step.source, step.worker)
         handle.send(step.path)
         handle.advance_to(step.epoch + 1)
+        sent = time.perf_counter()
+        rec.spent("send and advance", sent - started)
         rec.delivered()
         rt.run(on_result=on_result)
+        rec.spent("run", time.perf_counter() - sent)
     out = home / "output.parquet"
     cols = ", ".join(COLUMNS[feed.workload])
     exported = f"{rt.sink_path('export')}/*/*.parquet"
