@@ -41,7 +41,8 @@ def about_this_run() -> list[str]:
     except (OSError, ValueError, IndexError):
         pass
     size = os.environ.get("BENCH_SIZE", "")
-    command = shlex.join([Path(sys.executable).name, *sys.argv])
+    script = os.path.relpath(sys.argv[0]) if sys.argv else ""
+    command = shlex.join([Path(sys.executable).name, script, *sys.argv[1:]])
     return [
         f"- machine: {os.cpu_count()} cores ({cpu}){memory}, {platform.system()} "
         f"{platform.release()}, Python {platform.python_version()}",

@@ -40,6 +40,8 @@ class Figure:
     repeats: int
     spread: float
     """(max - min) / median of the throughput over the repeats."""
+    phases: dict[str, float]
+    """Where the first repeat's seconds went, for a tool that says (epochgate)."""
 
     @property
     def exact(self) -> bool:
@@ -68,6 +70,7 @@ def figure(rows: int, runs: list[Run], wrong: list[int]) -> Figure:
         early=max(len(r.premature) for r in runs),
         repeats=len(runs),
         spread=(max(rates) - min(rates)) / statistics.median(rates) if rates[0] else 0.0,
+        phases=runs[0].phases,
     )
 
 
@@ -189,6 +192,16 @@ def faster_peers(figures: list[Figure]) -> list[str]:
                 f"{NAMES[f.tool]} is {f.throughput / ours.throughput:.2f}x epochgate's "
                 f"throughput on {f.workload} at {f.rows:,} rows/epoch ({f.correctness()})"
             )
+    return lines
+
+
+def phase_lines(figures: list[Figure]) -> list[str]:
+    """Where epochgate's seconds went, per workload and size."""
+    lines = []
+    for f in figures:
+        if f.phases:
+            parts = ", ".join(f"{k} {v:.1f}s" for k, v in f.phases.items())
+            lines.append(f"{NAMES[f.tool]}, {f.workload}, {f.rows:,} rows/epoch: {parts}")
     return lines
 
 
