@@ -115,6 +115,14 @@ def in_subprocess(tool: str, feed: Feed, home: Path) -> Run:
 Runner = Callable[[str, Feed, Path], Run]
 
 
+def epochs(which: list[int]) -> str:
+    """``which`` in a few words: none, or how many and the first ones."""
+    if not which:
+        return "none"
+    first = ", ".join(map(str, which[:5]))
+    return f"{len(which)} ({first}{', ...' if len(which) > 5 else ''})"
+
+
 def measure(
     plan: Plan, tools: Sequence[str], root: Path, runner: Runner = in_subprocess
 ) -> list[Figure]:
@@ -143,8 +151,8 @@ def measure(
                     print(
                         f"  {NAMES[tool]:<14} run {repeat + 1}: {run.seconds:.1f}s, "
                         f"{run.throughput:,.0f} rows/s, close->output {latency}, "
-                        f"{run.peak_rss / 1e6:,.0f} MB, wrong {bad or 'none'}, "
-                        f"early {run.premature or 'none'}",
+                        f"{run.peak_rss / 1e6:,.0f} MB, wrong {epochs(bad)}, "
+                        f"early {epochs(run.premature)}",
                         flush=True,
                     )
                     if run.phases:
