@@ -20,7 +20,7 @@ from typing import Any
 import bytewax.operators as op
 import pyarrow as pa
 import pyarrow.parquet as pq
-from bytewax.dataflow import Dataflow
+from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import DynamicSource, StatelessSourcePartition
 from bytewax.operators.windowing import EventClock, TumblingWindower, fold_window
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
@@ -109,7 +109,7 @@ def _windower() -> TumblingWindower:
     return TumblingWindower(length=EPOCH, align_to=ORIGIN)
 
 
-def running_sum(items: op.Stream[Item], rec: Recorder) -> op.Stream[tuple[int, tuple[Any, ...]]]:
+def running_sum(items: Stream[Item], rec: Recorder) -> Stream[tuple[int, tuple[Any, ...]]]:
     """Per account: the epoch's sum in a window, then the running total over windows."""
     keyed = op.key_on("account", items, lambda item: str(item[2]))
     sums = fold_window(
@@ -146,9 +146,7 @@ def _merge_sides(a: Sides, b: Sides) -> Sides:
     return a
 
 
-def per_customer_join(
-    items: op.Stream[Item], rec: Recorder
-) -> op.Stream[tuple[int, tuple[Any, ...]]]:
+def per_customer_join(items: Stream[Item], rec: Recorder) -> Stream[tuple[int, tuple[Any, ...]]]:
     """Per customer: both sides of the epoch's window, joined on the order when it closes."""
     keyed = op.key_on("customer", items, lambda item: str(item[3]))
     windows = fold_window(
@@ -197,7 +195,7 @@ def run_bytewax(feed: Feed, home: Path, rec: Recorder) -> Path:
     run_main(flow)
     out = home / "output.parquet"
     columns = (
-        list(zip(*sink.rows, strict=True)) if sink.rows else [[] for _ in COLUMNS[feed.workload]]
+        list(zip(*sink.rows, strict=True)) if sink.rows else [() for _ in COLUMNS[feed.workload]]
     )
     table = pa.table(
         {

@@ -67,8 +67,7 @@ class Feed:
     def dump(self, path: Path) -> None:
         steps = [[s.source, s.worker, s.epoch, str(s.path), s.rows] for s in self.steps]
         raw = {"workload": self.workload, "steps": steps, "workers": self.workers}
-        raw["closes"] = self.closes
-        path.write_text(json.dumps(raw))
+        path.write_text(json.dumps({**raw, "closes": self.closes}))
 
     @classmethod
     def load(cls, path: Path) -> Feed:

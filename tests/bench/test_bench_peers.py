@@ -68,6 +68,18 @@ def test_every_tool_runs_both_workloads_and_only_the_peers_emit_early(
     assert (tmp_path / "plots" / "peers_throughput.png").stat().st_size > 0
 
 
+@pytest.mark.ledger
+def test_a_tool_runs_in_a_process_of_its_own_and_reports_its_peak_memory(tmp_path: Path) -> None:
+    bench = load("bench_peers")
+    from peers.workloads import Size, generate, wrong_epochs
+
+    feed = generate(tmp_path / "in", "sum", Size(rows=200, epochs=2, accounts=20))
+    run = bench.in_subprocess("bytewax", feed, tmp_path / "child")
+    assert run.peak_rss > 10_000_000
+    assert sorted(run.emitted_at) == [0, 1]
+    assert wrong_epochs(tmp_path / "in", "sum", Path(run.output)) == []
+
+
 @pytest.mark.unit
 def test_a_script_rewrites_its_own_section_and_keeps_the_others(tmp_path: Path) -> None:
     results_file = load("results_file")
