@@ -22,6 +22,11 @@ import pyarrow.parquet as pq
 from peers.record import Recorder
 from peers.workloads import COLUMNS, Feed
 
+BACKLOG = 10_000
+"""Rows the connector may hand over before the engine has taken them: without a bound it reads
+every file at once, and memory and the time from a file's arrival to its use grow with the
+input."""
+
 
 class Moves(pw.Schema):
     step: int
@@ -121,7 +126,12 @@ Change = tuple[Any, tuple[int, ...], int, bool]
 def run_pathway(feed: Feed, home: Path, rec: Recorder) -> Path:
     pw.internals.parse_graph.G.clear()
     schema = Moves if feed.workload == "sum" else Sides
-    rows = pw.io.python.read(FeedSubject(feed, rec), schema=schema, autocommit_duration_ms=None)
+    rows = pw.io.python.read(
+        FeedSubject(feed, rec),
+        schema=schema,
+        autocommit_duration_ms=None,
+        max_backlog_size=BACKLOG,
+    )
     result = running_sum(rows) if feed.workload == "sum" else per_customer_join(rows)
     names = COLUMNS[feed.workload]
     changes: list[Change] = []
