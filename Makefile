@@ -73,13 +73,14 @@ typecheck: $(STAMP) ## mypy --strict on the packages
 check: lint typecheck test ## Exactly what CI runs: lint, format check, types, tests
 
 .PHONY: bench
-bench: $(STAMP) ## Run the benchmarks (prints figures and ratios)
+bench: $(STAMP) ## Run the benchmarks (BENCH_SIZE=full: full sizes; the dev extras bring the bench extra)
 	$(BIN)/python bench/bench_tracker.py
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_connect.py
 	$(BIN)/python bench/bench_dagster.py
 	$(BIN)/python bench/bench_partial.py
 	$(BIN)/python bench/bench_capture.py
+	$(BIN)/python bench/bench_peers.py
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches

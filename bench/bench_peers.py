@@ -1,0 +1,273 @@
+"""epochgate beside the tools users would otherwise pick, on the same inputs.
+
+    .venv/bin/python bench/bench_peers.py          # BENCH_SIZE=tiny unless set
+    BENCH_SIZE=full .venv/bin/python bench/bench_peers.py
+    BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 --repeats 3
+
+Two workloads on seeded Parquet files, one per source, worker and epoch (``peers/workloads.py``):
+a per-key running sum over the epochs, and a join of two inputs whose epoch may be emitted only
+once both inputs are complete, one of them with a worker that delivers each epoch late (after
+the other input has moved on). Four implementations: epochgate (a ``Pipeline`` and a
+``Runtime``), a plain PySpark script (each epoch once all of its files are there, one session),
+bytewax 0.21 and Pathway 0.33 (each with its own documented way to close an epoch: event-time
+windows and their watermarks). Each runs in its own process, fed the files in the same order.
+
+Every output is checked against a DuckDB SQL oracle over the raw files, and so is when each
+epoch was emitted: before the epoch was complete is "early", a final value that differs from the
+oracle's is "wrong". Printed per tool: throughput (input rows/s), seconds from an epoch's
+completion to its committed output (median), peak RSS (with Spark's JVM), correctness; medians
+over the repeats, the ratio against the fastest, and the goals. The same goes to the
+``bench_peers`` section of ``bench/RESULTS.md``, with plots in ``bench/plots/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from peers.record import Recorder, Run
+from peers.report import (
+    NAMES,
+    TOOLS,
+    Figure,
+    Goal,
+    faster_peers,
+    figure,
+    goal_lines,
+    goals,
+    markdown_table,
+    phase_lines,
+    plots,
+    table,
+    text_table,
+)
+from peers.workloads import WORKLOADS, Feed, Size, generate, wrong_epochs
+from results_file import about_this_run, write_section
+
+if TYPE_CHECKING:  # Spark is imported by the processes that run it
+    from pyspark.sql import SparkSession
+
+BENCH = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Plan:
+    sizes: tuple[Size, ...]
+    repeats: int
+
+
+PLANS = {
+    "tiny": Plan((Size(rows=2_000, epochs=5, accounts=200, customers=50),), repeats=1),
+    "full": Plan((Size(rows=100_000, epochs=50), Size(rows=1_000_000, epochs=50)), repeats=3),
+}
+
+
+def run_tool(tool: str, feed: Feed, home: Path, spark: SparkSession | None = None) -> Run:
+    """One tool's run of the feed, in this process (``spark``: the session of the Spark
+    tools; one is started, outside the timing, when not given)."""
+    rec = Recorder(feed)
+    home.mkdir(parents=True, exist_ok=True)
+    if tool in ("epochgate", "plain"):
+        from peers.spark_tools import run_epochgate, run_plain
+
+        if spark is None:
+            from pipelines.spark import quiet, spark_session
+
+            spark = spark_session()
+            quiet(spark)
+        out = (run_epochgate if tool == "epochgate" else run_plain)(feed, spark, home, rec)
+    elif tool == "bytewax":
+        from peers.bytewax_tool import run_bytewax
+
+        out = run_bytewax(feed, home, rec)
+    elif tool == "pathway":
+        from peers.pathway_tool import run_pathway
+
+        out = run_pathway(feed, home, rec)
+    else:
+        raise ValueError(f"unknown tool {tool!r}: one of {', '.join(TOOLS)}")
+    return rec.finish(tool, out)
+
+
+def in_subprocess(tool: str, feed: Feed, home: Path) -> Run:
+    """``run_tool`` in a process of its own, so its peak memory is its own."""
+    home.mkdir(parents=True, exist_ok=True)
+    feed.dump(home / "feed.json")
+    done = home / "run.json"
+    command = [sys.executable, str(Path(__file__).resolve()), "--one", tool, "--home", str(home)]
+    log = home / "log.txt"
+    with log.open("w") as out:
+        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT)
+    if code != 0 or not done.exists():
+        tail = "\n".join(log.read_text().splitlines()[-30:])
+        raise RuntimeError(f"{tool} on {feed.workload} failed (exit {code}):\n{tail}")
+    return Run.load(done)
+
+
+Runner = Callable[[str, Feed, Path], Run]
+
+
+def epochs(which: list[int]) -> str:
+    """``which`` in a few words: none, or how many and the first ones."""
+    if not which:
+        return "none"
+    first = ", ".join(map(str, which[:5]))
+    return f"{len(which)} ({first}{', ...' if len(which) > 5 else ''})"
+
+
+def measure(
+    plan: Plan, tools: Sequence[str], root: Path, runner: Runner = in_subprocess
+) -> list[Figure]:
+    """Every tool on every workload and size, ``plan.repeats`` times; their figures."""
+    figures: list[Figure] = []
+    for size in plan.sizes:
+        for workload in WORKLOADS:
+            inputs = root / f"rows{size.rows}"
+            started = time.perf_counter()
+            feed = generate(inputs, workload, size)
+            took = time.perf_counter() - started
+            print(
+                f"{workload}: {size.epochs} epochs x {size.rows:,} rows generated in {took:.1f}s",
+                flush=True,
+            )
+            for tool in tools:
+                runs, wrong = [], []
+                for repeat in range(plan.repeats):
+                    home = root / "runs" / f"{tool}-{workload}-{size.rows}-{repeat}"
+                    run = runner(tool, feed, home)
+                    bad = wrong_epochs(inputs, workload, Path(run.output))
+                    runs.append(run)
+                    wrong.append(len(bad))
+                    latencies = run.latencies()
+                    latency = f"{sorted(latencies)[len(latencies) // 2]:.2f}s" if latencies else "-"
+                    print(
+                        f"  {NAMES[tool]:<14} run {repeat + 1}: {run.seconds:.1f}s, "
+                        f"{run.throughput:,.0f} rows/s, close->output {latency}, "
+                        f"{run.peak_rss / 1e6:,.0f} MB, wrong {epochs(bad)}, "
+                        f"early {epochs(run.premature)}",
+                        flush=True,
+                    )
+                    if run.phases:
+                        parts = ", ".join(f"{k} {v:.1f}s" for k, v in run.phases.items())
+                        print(f"    where {NAMES[tool]}'s seconds went: {parts}", flush=True)
+                figures.append(figure(size.rows, runs, wrong))
+    return figures
+
+
+def report(figures: list[Figure], results: Path | None, plot_dir: Path | None) -> list[Goal]:
+    """Print the table and the goals; write the RESULTS.md section and the plots."""
+    rows = table(figures)
+    found = [
+        g
+        for key in sorted({(f.rows, f.workload) for f in figures})
+        for g in goals([f for f in figures if (f.rows, f.workload) == key])
+    ]
+    print()
+    print(text_table(rows))
+    print()
+    for line in goal_lines(found):
+        print(f"goal {line}")
+    wins = faster_peers(figures)
+    for line in wins:
+        print(f"faster: {line}")
+    made = plots(figures, plot_dir) if plot_dir is not None else []
+    if results is not None:
+        body = section(figures, rows=rows, found=found, wins=wins, made=made, base=results.parent)
+        write_section(results, "bench_peers", body)
+        print(f"written: {results}")
+    return found
+
+
+def section(
+    figures: list[Figure],
+    *,
+    rows: list[list[str]],
+    found: list[Goal],
+    wins: list[str],
+    made: list[Path],
+    base: Path,
+) -> str:
+    repeats = max(f.repeats for f in figures)
+    lines = [
+        "## bench_peers: epochgate, plain PySpark, bytewax and Pathway on the same inputs",
+        "",
+        *about_this_run(),
+        f"- repeats: {repeats} (figures are medians; ± is half the spread of the throughput)",
+        "",
+        "Workloads: `sum`, a per-key running sum; `join`, orders joined with payments per "
+        "epoch, payments' worker 1 one epoch late. rows/s: input rows over the seconds from "
+        "the first file delivered to the last output; close->output: from the arrival of an "
+        "epoch's last file to its committed output, over the epochs not emitted early; "
+        "correctness: epochs whose final output differs from the DuckDB oracle (wrong) and "
+        "epochs emitted before they were complete (early).",
+        "",
+        markdown_table(rows),
+        "",
+        "Goals: at 1,000,000 rows/epoch epochgate's throughput above both streaming peers' "
+        "and exact where they are not; at 100,000 rows/epoch within 1.5x of the fastest "
+        "throughput; at every size no epoch of epochgate's emitted early or wrong.",
+        "",
+        *[f"- {line}" for line in goal_lines(found)],
+    ]
+    if wins:
+        lines += ["", "Where a peer is faster:", "", *[f"- {w}" for w in wins]]
+    spent = phase_lines(figures)
+    if spent:
+        lines += [
+            "",
+            "Where epochgate's seconds went (sending and advancing the workers; `run()`, and "
+            "within it each stage's runs):",
+            "",
+            *[f"- {line}" for line in spent],
+        ]
+    if made:
+        lines += ["", *[f"![{p.stem}]({p.relative_to(base)})" for p in made]]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="*", help="rows per epoch (one run per size)")
+    parser.add_argument("--epochs", type=int, help="epochs per workload")
+    parser.add_argument("--repeats", type=int, help="runs of each tool (medians over them)")
+    parser.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
+    parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
+    parser.add_argument("--plots", type=Path, default=BENCH / "plots")
+    parser.add_argument("--one", choices=TOOLS, help=argparse.SUPPRESS)
+    parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:  # a child process: one tool, one feed
+        run_tool(args.one, Feed.load(args.home / "feed.json"), args.home).dump(
+            args.home / "run.json"
+        )
+        return
+    name = os.environ.get("BENCH_SIZE", "tiny")
+    if name not in PLANS:
+        sys.exit(f"BENCH_SIZE must be one of {', '.join(PLANS)}, not {name!r}")
+    plan = PLANS[name]
+    sizes = plan.sizes
+    if args.rows:
+        sizes = tuple(Size(rows=r, epochs=sizes[0].epochs) for r in args.rows)
+    if args.epochs:
+        sizes = tuple(Size(s.rows, args.epochs, s.accounts, s.customers) for s in sizes)
+    plan = Plan(sizes, args.repeats or plan.repeats)
+    print(
+        f"peers ({name}): {', '.join(f'{s.rows:,} rows x {s.epochs} epochs' for s in sizes)}, "
+        f"{plan.repeats} repeat(s), tools {', '.join(args.tools)}",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+        figures = measure(plan, args.tools, Path(tmp))
+    report(figures, args.results, args.plots)
+
+
+if __name__ == "__main__":
+    main()

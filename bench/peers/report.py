@@ -1,0 +1,248 @@
+"""The peers' figures: medians over repeats, ratios against the fastest, the goals, the table
+printed, the section of ``bench/RESULTS.md`` and the plots."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from peers.record import Run
+
+TOOLS = ("epochgate", "plain", "bytewax", "pathway")
+STREAMING = ("bytewax", "pathway")
+NAMES = {
+    "epochgate": "epochgate",
+    "plain": "plain PySpark",
+    "bytewax": "bytewax 0.21",
+    "pathway": "Pathway 0.33",
+}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One tool on one workload at one size: medians over its repeats, and the worst
+    correctness seen."""
+
+    rows: int
+    """Rows per epoch."""
+    workload: str
+    tool: str
+    throughput: float
+    latency: float | None
+    """Median seconds from an epoch's completion to its committed output (None: every epoch
+    was emitted early)."""
+    peak_mb: float
+    wrong: int
+    """Epochs whose final output differs from the oracle (worst repeat)."""
+    early: int
+    """Epochs emitted before they were complete (worst repeat)."""
+    repeats: int
+    spread: float
+    """(max - min) / median of the throughput over the repeats."""
+    phases: dict[str, float]
+    """Where the first repeat's seconds went, for a tool that says (epochgate)."""
+
+    @property
+    def exact(self) -> bool:
+        return self.wrong == 0 and self.early == 0
+
+    def correctness(self) -> str:
+        if self.exact:
+            return "exact"
+        parts = [f"{self.wrong} wrong"] if self.wrong else []
+        parts += [f"{self.early} early"] if self.early else []
+        return ", ".join(parts)
+
+
+def figure(rows: int, runs: list[Run], wrong: list[int]) -> Figure:
+    """``runs`` of one tool, workload and size, with the wrong epochs each had."""
+    rates = [r.throughput for r in runs]
+    medians = [statistics.median(r.latencies()) for r in runs if r.latencies()]
+    return Figure(
+        rows=rows,
+        workload=runs[0].workload,
+        tool=runs[0].tool,
+        throughput=statistics.median(rates),
+        latency=statistics.median(medians) if medians else None,
+        peak_mb=statistics.median(r.peak_rss for r in runs) / 1e6,
+        wrong=max(wrong),
+        early=max(len(r.premature) for r in runs),
+        repeats=len(runs),
+        spread=(max(rates) - min(rates)) / statistics.median(rates) if rates[0] else 0.0,
+        phases=runs[0].phases,
+    )
+
+
+def slower(f: Figure, group: list[Figure]) -> float:
+    """How many times the fastest tool's throughput of the group ``f``'s is."""
+    best = max(g.throughput for g in group)
+    return best / f.throughput if f.throughput else float("inf")
+
+
+@dataclass(frozen=True)
+class Goal:
+    what: str
+    met: bool
+    detail: str
+
+
+def goals(group: list[Figure]) -> list[Goal]:
+    """The goals of one workload at one size (``group``: every tool's figure there)."""
+    by = {f.tool: f for f in group}
+    ours = by.get("epochgate")
+    if ours is None:
+        return []
+    rows, workload = ours.rows, ours.workload
+    where = f"{workload}, {rows:,} rows/epoch"
+    found = [
+        Goal(
+            f"{where}: epochgate exact, no epoch emitted early",
+            ours.exact,
+            ours.correctness(),
+        )
+    ]
+    peers = [by[t] for t in STREAMING if t in by]
+    if rows >= 1_000_000 and peers:
+        ahead = all(ours.throughput > p.throughput for p in peers)
+        exact_where = all(ours.exact or not p.exact for p in peers)
+        detail = ", ".join(
+            f"{NAMES[p.tool]} {ours.throughput / p.throughput:.2f}x slower, {p.correctness()}"
+            for p in peers
+        )
+        found.append(
+            Goal(
+                f"{where}: epochgate ahead of both streaming peers, exact where they are not",
+                ahead and exact_where,
+                detail,
+            )
+        )
+    elif rows >= 100_000:
+        ratio = slower(ours, group)
+        found.append(
+            Goal(f"{where}: epochgate within 1.5x of the fastest", ratio <= 1.5, f"{ratio:.2f}x")
+        )
+    return found
+
+
+def table(figures: list[Figure]) -> list[list[str]]:
+    """Rows of the table: a header, then one row per figure."""
+    out = [
+        [
+            "rows/epoch",
+            "workload",
+            "tool",
+            "rows/s",
+            "x fastest",
+            "close->output (median)",
+            "peak RSS",
+            "correctness",
+        ]
+    ]
+    for f in figures:
+        group = [g for g in figures if (g.rows, g.workload) == (f.rows, f.workload)]
+        latency = f"{f.latency:.2f} s" if f.latency is not None else "n/a (all early)"
+        spread = f" ±{f.spread / 2:.0%}" if f.repeats > 1 else ""
+        out.append(
+            [
+                f"{f.rows:,}",
+                f.workload,
+                NAMES[f.tool],
+                f"{f.throughput:,.0f}{spread}",
+                f"{slower(f, group):.2f}",
+                latency,
+                f"{f.peak_mb:,.0f} MB",
+                f.correctness(),
+            ]
+        )
+    return out
+
+
+def text_table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def markdown_table(rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+    lines += ["| " + " | ".join(r) + " |" for r in rows[1:]]
+    return "\n".join(lines)
+
+
+def goal_lines(all_goals: list[Goal]) -> list[str]:
+    return [f"{'met' if g.met else 'NOT met'}: {g.what} ({g.detail})" for g in all_goals]
+
+
+def faster_peers(figures: list[Figure]) -> list[str]:
+    """Where a peer's throughput beats epochgate's, said plainly."""
+    lines = []
+    for f in figures:
+        if f.tool == "epochgate":
+            continue
+        ours = next(
+            (
+                g
+                for g in figures
+                if (g.rows, g.workload, g.tool) == (f.rows, f.workload, "epochgate")
+            ),
+            None,
+        )
+        if ours is not None and f.throughput > ours.throughput:
+            lines.append(
+                f"{NAMES[f.tool]} is {f.throughput / ours.throughput:.2f}x epochgate's "
+                f"throughput on {f.workload} at {f.rows:,} rows/epoch ({f.correctness()})"
+            )
+    return lines
+
+
+def phase_lines(figures: list[Figure]) -> list[str]:
+    """Where epochgate's seconds went, per workload and size."""
+    lines = []
+    for f in figures:
+        if f.phases:
+            parts = ", ".join(f"{k} {v:.1f}s" for k, v in f.phases.items())
+            lines.append(f"{NAMES[f.tool]}, {f.workload}, {f.rows:,} rows/epoch: {parts}")
+    return lines
+
+
+def plots(figures: list[Figure], directory: Path) -> list[Path]:
+    """Bar charts of throughput and latency per workload and size (none without
+    matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    directory.mkdir(parents=True, exist_ok=True)
+    groups = sorted({(f.workload, f.rows) for f in figures})
+    made = []
+    for name, label, value in (
+        ("peers_throughput.png", "rows/s (log)", lambda f: f.throughput),
+        ("peers_latency.png", "epoch close -> committed output, s", lambda f: f.latency or 0.0),
+    ):
+        fig, ax = plt.subplots(figsize=(8, 4))
+        width = 0.8 / len(TOOLS)
+        for i, tool in enumerate(TOOLS):
+            xs, ys = [], []
+            for j, group in enumerate(groups):
+                f = next(
+                    (f for f in figures if (f.workload, f.rows, f.tool) == (*group, tool)), None
+                )
+                if f is not None:
+                    xs.append(j + i * width)
+                    ys.append(value(f))
+            ax.bar(xs, ys, width, label=NAMES[tool])
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(groups))])
+        ax.set_xticklabels([f"{w}\n{r:,} rows/epoch" for w, r in groups])
+        ax.set_ylabel(label)
+        if name == "peers_throughput.png":
+            ax.set_yscale("log")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = directory / name
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        made.append(path)
+    return made

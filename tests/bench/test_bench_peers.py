@@ -1,0 +1,112 @@
+"""The peers bench at a tiny size: every tool runs both workloads in this process and is
+checked against the oracle; the figures themselves are for ``BENCH_SIZE=full``, never asserted
+in a test. What is asserted is what the bench exists to show: epochgate emits no epoch before it
+is complete, and the streaming peers, closing epochs by watermark, emit the late worker's
+epochs early."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from pyspark.sql import SparkSession
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def load(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))  # the scripts import their helpers beside them
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.spark
+def test_every_tool_runs_both_workloads_and_only_the_peers_emit_early(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = load("bench_peers")
+    from peers.workloads import Size
+
+    plan = bench.Plan((Size(rows=400, epochs=2, accounts=40, customers=10),), repeats=1)
+    figures = bench.measure(
+        plan,
+        bench.TOOLS,
+        tmp_path / "work",
+        runner=lambda tool, feed, home: bench.run_tool(tool, feed, home, spark),
+    )
+    by = {(f.workload, f.tool): f for f in figures}
+    assert set(by) == {(w, t) for w in ("sum", "join") for t in bench.TOOLS}
+    for tool in bench.TOOLS:  # the oracle and every tool agree where no worker is late
+        assert by["sum", tool].exact, by["sum", tool]
+    assert by["join", "epochgate"].exact
+    assert by["join", "plain"].exact
+    for peer in ("bytewax", "pathway"):  # the late worker's epochs closed by watermark
+        assert by["join", peer].early > 0, by["join", peer]
+        assert by["join", peer].wrong > 0, by["join", peer]
+    assert by["join", "epochgate"].latency is not None
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n<!-- other:start -->\nkept\n<!-- other:end -->\n")
+    found = bench.report(figures, results, tmp_path / "plots")
+    out = capsys.readouterr().out
+    assert "goal met: join, 400 rows/epoch: epochgate exact" in out
+    assert all(g.met for g in found)
+    text = results.read_text()
+    assert "kept" in text
+    assert "<!-- bench_peers:start -->" in text
+    assert "| 400 | join | bytewax 0.21 |" in text
+    assert "- machine: " in text
+    assert (tmp_path / "plots" / "peers_throughput.png").stat().st_size > 0
+
+
+@pytest.mark.ledger
+def test_a_tool_runs_in_a_process_of_its_own_and_reports_its_peak_memory(tmp_path: Path) -> None:
+    bench = load("bench_peers")
+    from peers.workloads import Size, generate, wrong_epochs
+
+    feed = generate(tmp_path / "in", "sum", Size(rows=200, epochs=2, accounts=20))
+    run = bench.in_subprocess("bytewax", feed, tmp_path / "child")
+    assert run.peak_rss > 10_000_000
+    assert sorted(run.emitted_at) == [0, 1]
+    assert wrong_epochs(tmp_path / "in", "sum", Path(run.output)) == []
+
+
+@pytest.mark.unit
+def test_a_script_rewrites_its_own_section_and_keeps_the_others(tmp_path: Path) -> None:
+    results_file = load("results_file")
+    path = tmp_path / "RESULTS.md"
+    results_file.write_section(path, "bench_a", "## a\nfirst")
+    results_file.write_section(path, "bench_b", "## b\nonly")
+    results_file.write_section(path, "bench_a", "## a\nsecond")
+    text = path.read_text()
+    assert text.startswith("# Benchmark results")
+    assert "second" in text
+    assert "first" not in text
+    assert text.index("## a") < text.index("## b")
+    assert text.count("<!-- bench_a:start -->") == 1
+
+
+@pytest.mark.unit
+def test_the_late_worker_closes_each_epoch_after_the_next_one_has_begun(tmp_path: Path) -> None:
+    load("bench_peers")
+    from peers.workloads import Size, generate
+
+    feed = generate(tmp_path, "join", Size(rows=40, epochs=3, customers=4))
+    order = [(s.source, s.worker, s.epoch) for s in feed.steps]
+    assert order[:5] == [
+        ("orders", 0, 0),
+        ("payments", 0, 0),
+        ("orders", 0, 1),
+        ("payments", 0, 1),
+        ("payments", 1, 0),
+    ]
+    assert feed.closes == {0: 5, 1: 8, 2: 9}  # steps delivered when each epoch is complete
