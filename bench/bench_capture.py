@@ -13,25 +13,51 @@ nothing. An epoch is every worker's send and advance, then ``run()``. Figures:
 * what a commit pays when its pipeline has no capture: the check, which reads the captured
   pipelines with the counts watermark the commit reads anyway, against the median commit (an
   advance) it is part of.
+
+Then replay (``replay``):
+
+* throughput: a capture of many epochs (one Parquet file and one ``Progress`` per epoch)
+  replayed into a fresh ledger, in events/s and rows/s: feeding only (``Runtime.replay()``),
+  then feeding and running a stage over every epoch (``Runtime.run()``, on a shorter capture);
+* follow latency: a ``bank`` captures ``valid_cards`` and runs it epoch by epoch while a
+  follower in another home and ledger (a child process, ``epochgate replay -p
+  bench_capture:follower --follow``) replays the capture; per epoch, the follower's run start
+  minus the upstream's commit of that epoch, both read from the two ledgers' records (median
+  over the epochs after the first, whose run also starts the follower's Spark; goal under 2 s
+  plus the poll interval, which is printed).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from pipelines import Runtime
+from pipelines import Runtime, capture_log
+from pipelines.dataflow import Pipeline
 from pipelines.examples.bank import WORKERS, pipeline
 from pipelines.examples.bank_data import DemoData, generate
 from pipelines.spark import quiet, spark_session
+from progress.capture import DataFile, Event, Messages, Progress
 from progress.ledger import Ledger
+
+FOLLOWED_ENV = "BENCH_CAPTURE_FOLLOWED"
+"""The capture directory the follower (``follower``) replays."""
+POLL = 0.2
+"""The follower's ``--poll``, in seconds."""
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -41,11 +67,37 @@ class Size:
     accounts: int
     commits: int
     """Advances timed for the commit figure."""
+    replay_epochs: int
+    """Epochs of the capture fed into a fresh ledger (two events each)."""
+    run_epochs: int
+    """Epochs of the capture fed and run."""
+    replay_rows: int
+    """Rows per epoch of those captures."""
+    follow_epochs: int
+    """Epochs the follower follows (the first one starts its Spark and is not counted)."""
 
 
 SIZES = {
-    "fast": Size(rows=2_000, epochs=2, accounts=100, commits=20),
-    "full": Size(rows=1_000_000, epochs=5, accounts=50_000, commits=200),
+    "fast": Size(
+        rows=2_000,
+        epochs=2,
+        accounts=100,
+        commits=20,
+        replay_epochs=20,
+        run_epochs=3,
+        replay_rows=100,
+        follow_epochs=3,
+    ),
+    "full": Size(
+        rows=1_000_000,
+        epochs=5,
+        accounts=50_000,
+        commits=200,
+        replay_epochs=1_000,
+        run_epochs=30,
+        replay_rows=10_000,
+        follow_epochs=8,
+    ),
 }
 
 
@@ -124,6 +176,169 @@ def run(size: Size, spark: SparkSession, root: Path) -> None:
     figure("a commit's capture check / the commit (no capture)", query / commit, "<= 0.05")
 
 
+# -- replay --------------------------------------------------------------------------------------
+
+MOVEMENTS = T.StructType(
+    [T.StructField("account_id", T.LongType()), T.StructField("amount_cents", T.LongType())]
+)
+
+
+def totals(df: DataFrame) -> DataFrame:
+    return df.groupBy("account_id").agg(F.sum("amount_cents").alias("amount_cents"))
+
+
+def replayed(directory: Path) -> Pipeline:
+    p = Pipeline("replayed")
+    p.transform("totals", p.replay("movements", [directory], workers=1), fn=totals)
+    return p
+
+
+def many_epochs(directory: Path, epochs: int, rows: int) -> int:
+    """A capture of ``epochs`` epochs of ``rows`` rows each (a message, then the release);
+    returns its number of events."""
+    capture_log.create(
+        directory, capture_log.new_header("bench", "movements", schema=MOVEMENTS.json())
+    )
+    events: list[Event] = []
+    for epoch in range(epochs):
+        name = f"{capture_log.DATA}/{epoch:06d}.parquet"
+        path = directory / name
+        ids = range(epoch * rows, (epoch + 1) * rows)
+        table = pa.table(
+            {"account_id": [i % 1000 for i in ids], "amount_cents": list(ids)},
+            schema=pa.schema([("account_id", pa.int64()), ("amount_cents", pa.int64())]),
+        )
+        pq.write_table(table, path)
+        data = DataFile(name, rows, path.stat().st_size, capture_log.sha256(path))
+        events += [Messages(epoch, (data,)), Progress(((epoch + 1, 1), (epoch, -1)))]
+    with capture_log.locked(directory) as d:
+        capture_log.append(d, 0, events)
+    return len(events)
+
+
+def throughput(size: Size, spark: SparkSession, root: Path) -> None:
+    events = many_epochs(root / "many", size.replay_epochs, size.replay_rows)
+    rt = Runtime(replayed(root / "many"), Ledger(root / "fed.duckdb"), spark, root / "fed")
+    started = time.perf_counter()
+    fed = rt.replay()
+    seconds = time.perf_counter() - started
+    assert fed == events, (fed, events)
+    rows = size.replay_epochs * size.replay_rows
+    print(f"  fed {fed} events, {rows} rows in {seconds:.2f}s")
+    figure("replay feeding: events/s", fed / seconds, "none set", " events/s")
+    figure("replay feeding: rows/s", rows / seconds, "none set", " rows/s")
+    again = []
+    for _ in range(5):
+        started = time.perf_counter()
+        assert rt.replay() == 0
+        again.append(time.perf_counter() - started)
+    print(f"  replay() with nothing new: {statistics.median(again) * 1e3:.1f} ms (median of 5)")
+
+    events = many_epochs(root / "run", size.run_epochs, size.replay_rows)
+    rt = Runtime(replayed(root / "run"), Ledger(root / "ran.duckdb"), spark, root / "ran")
+    started = time.perf_counter()
+    ran = rt.run()
+    seconds = time.perf_counter() - started
+    assert len(ran) == size.run_epochs, ran
+    rows = size.run_epochs * size.replay_rows
+    print(f"  fed {events} events, {rows} rows and ran {len(ran)} epochs in {seconds:.2f}s")
+    figure("replay feeding + running: events/s", events / seconds, "none set", " events/s")
+    figure("replay feeding + running: rows/s", rows / seconds, "none set", " rows/s")
+
+
+def follower() -> Pipeline:
+    """What the follower runs: the captured ``valid_cards`` replayed, totalled per category."""
+    p = Pipeline("follower")
+    cards = p.replay("valid_cards", [os.environ[FOLLOWED_ENV]], workers=1)
+    p.transform("card_totals", cards, fn=card_totals)
+    return p
+
+
+def card_totals(df: DataFrame) -> DataFrame:
+    return df.groupBy("category").agg(F.sum("amount_cents").alias("total_cents"))
+
+
+def start_follower(capture: Path, home: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, **{FOLLOWED_ENV: str(capture)})
+    paths = [str(REPO / "bench"), str(REPO), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    argv = ["replay", "-p", "bench_capture:follower", "--ledger", str(home / "ledger.duckdb")]
+    argv += ["--data", str(home / "data"), "--follow", "--poll", str(POLL)]
+    home.mkdir(parents=True)
+    with (home / "follower.log").open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipelines.cli", *argv],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def run_started(ledger: Ledger, epoch: int) -> float | None:
+    """When the follower's run of ``card_totals`` at ``epoch`` started (epoch seconds), once
+    it has finished (so the next epoch finds the follower waiting, not busy)."""
+    if not ledger.path.exists() or "follower" not in ledger.pipelines():
+        return None
+    runs = [r for r in ledger.history("follower", "card_totals", epoch).runs if r.finished_at]
+    return min((r.started_at.timestamp() for r in runs), default=None)
+
+
+def committed(ledger: Ledger, epoch: int) -> float:
+    """When the upstream's run of ``valid_cards`` at ``epoch`` committed (epoch seconds)."""
+    (batch,) = [
+        b for b in ledger.history("bank", "valid_cards", epoch).batches if b.key.startswith("run:")
+    ]
+    return batch.committed_at.timestamp()
+
+
+def follow_latency(size: Size, spark: SparkSession, root: Path) -> None:
+    data = generate(
+        root / "follow-inputs",
+        epochs=size.follow_epochs,
+        rows=size.rows,
+        accounts=size.accounts,
+        seed=7,
+    )
+    up = Runtime(pipeline(rings=False), Ledger(root / "up" / "ledger.duckdb"), spark, root / "up")
+    up.capture("valid_cards", root / "up" / "cards")
+    down = Ledger(root / "down" / "ledger.duckdb")
+    child = start_follower(root / "up" / "cards", root / "down")
+    latencies: list[float] = []
+    try:
+        for epoch in range(size.follow_epochs):
+            for w in range(WORKERS["card_payments"]):
+                handle = up.input("card_payments", w)
+                for f in data.files("card_payments", epoch, w):
+                    handle.send(f)
+                handle.advance_to(epoch + 1)
+            up.run_stage("valid_cards", epoch)
+            deadline = time.monotonic() + 300
+            while (started := run_started(down, epoch)) is None:
+                assert child.poll() is None, (root / "down" / "follower.log").read_text()
+                assert time.monotonic() < deadline, "the follower did not run"
+                time.sleep(0.05)
+            latency = started - committed(up.ledger, epoch)
+            print(f"  epoch {epoch}: the follower's run started {latency:.2f}s after the commit")
+            if epoch:
+                latencies.append(latency)
+        for w in range(WORKERS["card_payments"]):
+            up.input("card_payments", w).close()
+        assert child.wait(timeout=300) == 0, (root / "down" / "follower.log").read_text()
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    print(f"  poll interval {POLL}s")
+    figure(
+        "follow: upstream commit to downstream run start (median)",
+        statistics.median(latencies),
+        f"< {2 + POLL:g}s: 2 s plus the poll interval",
+        "s",
+    )
+
+
 def main() -> None:
     name = os.environ.get("BENCH_SIZE", "fast")
     if name not in SIZES:
@@ -134,6 +349,9 @@ def main() -> None:
     quiet(spark)
     with tempfile.TemporaryDirectory() as tmp:
         run(size, spark, Path(tmp))
+        print(f"replay ({name})", flush=True)
+        throughput(size, spark, Path(tmp))
+        follow_latency(size, spark, Path(tmp))
 
 
 if __name__ == "__main__":

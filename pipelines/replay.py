@@ -29,7 +29,6 @@ from progress.capture import (
     Progress,
     Revision,
     Rule,
-    StreamChecker,
     StreamError,
 )
 from progress.ledger import MessageEntry
@@ -64,21 +63,12 @@ class _Stream:
     log: Log
     start: int
     frontiers: tuple[int | None, ...]
-    """The least time of the stream's frontier after each prefix of its events (None: done)."""
+    """The least time of the stream's frontier after each prefix of its events (None: done;
+    ``Log.frontiers``)."""
 
     @property
     def id(self) -> str:
         return self.log.header.stream
-
-
-def least_frontiers(log: Log) -> tuple[int | None, ...]:
-    """The least time of ``log``'s frontier before any event and after each one."""
-    checker = StreamChecker(str(log.directory), log.header.minimum)
-    out = [min(checker.frontier, default=None)]
-    for event in log.events:
-        checker.check(event)
-        out.append(min(checker.frontier, default=None))
-    return tuple(out)
 
 
 def _replay_source(rt: Bound, stage: ReplayStage) -> int:
@@ -146,7 +136,7 @@ def _checked(rt: Bound, stage: ReplayStage, index: int, at: Mapping[str, int]) -
             for f in event.files:
                 path = log.directory / f.path
                 _check_columns(rt, stage, stage.worker_of(index), event.time, path)
-    return _Stream(index, log, start, least_frontiers(log))
+    return _Stream(index, log, start, log.frontiers)
 
 
 def _check_columns(rt: Bound, stage: ReplayStage, worker: int, time: int, path: Path) -> None:

@@ -89,3 +89,30 @@ def test_a_writer_cuts_a_torn_last_line(tmp_path: Path) -> None:
     with capture_log.locked(d):
         assert capture_log.length(d) == 3
     assert len(capture_log.read(d).events) == 3
+
+
+def test_a_log_read_again_checks_what_was_appended_and_any_change_before_it(
+    tmp_path: Path,
+) -> None:
+    d = written(tmp_path)
+    assert capture_log.read(d).frontiers == (0, 0, 1, 1)
+    with capture_log.locked(d):
+        capture_log.append(d, 3, [Progress(((2, 1), (1, -1)))])
+    log = capture_log.read(d)  # the checked prefix is kept; the new line is checked after it
+    assert len(log.events) == 4
+    assert log.frontiers == (0, 0, 1, 1, 2)
+    good = (d / capture_log.LOG).read_bytes()
+
+    with capture_log.locked(d):  # an event that breaks the protocol after the checked prefix
+        capture_log.append(d, 4, [Messages(1, ())])
+    for _ in range(2):  # refused, and refused again: a refusal leaves nothing checked behind
+        with pytest.raises(StreamError) as err:
+            capture_log.read(d)
+        assert (err.value.rule, err.value.index) == (Rule.MESSAGE_WITHOUT_CAPABILITY, 4)
+
+    i = good.index(b'"time":0')  # a flipped byte inside the prefix read before, same size
+    flipped = good[: i + 7] + b"1" + good[i + 8 :]
+    err = damaged(d, flipped)
+    assert (err.rule, err.index) == (Rule.CORRUPT, 0)
+    (d / capture_log.LOG).write_bytes(good)
+    assert len(capture_log.read(d).events) == 4
