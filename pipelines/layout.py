@@ -13,8 +13,13 @@ byte. Measured at 200,000 rows per message (1,000,000 keys), on 2 busy cores: a 
 checked source file took 0.15 s sorted against 0.07 s copied (medians of 8); the scan of one key
 over 25 and 50 epochs took 0.6-2.0 s and 1.0-2.3 s unsorted, 0.2 s and 0.2 s sorted (with the
 scan settings of ``pipelines.upquery``). Row groups of 16,384 rows keep the footers small (about
-a dozen per message) while a key's scan reads one of them per file. Considered and not taken: a
-per-message key-range index in the ledger (unsorted messages span every key, so it skips
+a dozen per message) while a key's scan reads one of them per file. Within a row group, pages
+of 4 KB and a page index (each page's min and max) let the reader decode only the pages that can
+hold the key, not the whole row group: the work a scan still does per file, so per epoch of
+history. Measured on 10 and 50 such messages (200,000 rows each, 1,000,000 keys, 2 busy cores),
+a scan of one key cost 6.7-9.5 ms more per file with one page per column of a row group, and
+3.5-4 ms with pages of 4 KB (0.55-0.63 s against 0.34-0.44 s for 50 files). Considered and not
+taken: a per-message key-range index in the ledger (unsorted messages span every key, so it skips
 nothing) and a key-sorted copy written at the first upquery (the first read of a key would pay
 for the whole history).
 """
@@ -35,6 +40,9 @@ ROW_GROUP_ROWS = 16_384
 """Rows per row group of a sorted message written with pyarrow (a checked source file)."""
 ROW_GROUP_BYTES = 1 << 20
 """Bytes per row group (before compression) of a sorted message written by Spark."""
+PAGE_BYTES = 4_096
+"""Bytes per page (before compression) of a sorted message, with a page index: a key's scan
+decodes the pages that can hold it, not the whole row group."""
 
 
 class Reading(Protocol):
@@ -75,14 +83,25 @@ def sort_key(stages: Mapping[str, Reading], name: str) -> tuple[str, ...] | None
 
 
 def write_sorted(table: pa.Table, key: Sequence[str], path: Path) -> None:
-    """Write ``table`` sorted by ``key`` into ``path`` (a Parquet file), in small row groups."""
+    """Write ``table`` sorted by ``key`` into ``path`` (a Parquet file), in small row groups of
+    small pages, with a page index."""
     ordered = table.sort_by([(column, "ascending") for column in key])
-    pq.write_table(ordered, path, row_group_size=ROW_GROUP_ROWS)
+    pq.write_table(
+        ordered,
+        path,
+        row_group_size=ROW_GROUP_ROWS,
+        data_page_size=PAGE_BYTES,
+        write_page_index=True,
+    )
 
 
 def writer(df: DataFrame, key: Sequence[str] | None) -> DataFrameWriter:
     """The writer of ``df`` as a message: as it is, or with ``key`` sorted within each file, in
-    small row groups."""
+    small row groups of small pages (Spark's Parquet writer adds the page index itself)."""
     if not key:
         return df.write
-    return df.sortWithinPartitions(*key).write.option("parquet.block.size", ROW_GROUP_BYTES)
+    return (
+        df.sortWithinPartitions(*key)
+        .write.option("parquet.block.size", ROW_GROUP_BYTES)
+        .option("parquet.page.size", PAGE_BYTES)
+    )

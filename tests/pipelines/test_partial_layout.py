@@ -63,7 +63,8 @@ def test_only_messages_a_partial_stage_reads_from_a_full_stage_are_sorted_by_its
 
 def sorted_in_row_groups(path: Path, column: str) -> list[tuple[int, int]]:
     """Each row group's (min, max) of ``column`` across the message's files, asserting each
-    file is sorted by it."""
+    file is sorted by it and has a page index on it (a key's scan decodes only the pages that
+    can hold the key)."""
     ranges = []
     for part in sorted(path.glob("*.parquet")):
         values = pq.read_table(part, columns=[column]).column(column).to_pylist()
@@ -71,8 +72,10 @@ def sorted_in_row_groups(path: Path, column: str) -> list[tuple[int, int]]:
         meta = pq.ParquetFile(part).metadata
         index = meta.schema.names.index(column)
         for g in range(meta.num_row_groups):
-            stats = meta.row_group(g).column(index).statistics
-            ranges.append((stats.min, stats.max))
+            chunk = meta.row_group(g).column(index)
+            assert chunk.has_column_index, (part, g)
+            assert chunk.has_offset_index, (part, g)
+            ranges.append((chunk.statistics.min, chunk.statistics.max))
     return ranges
 
 
