@@ -10,6 +10,7 @@ naming the pipeline, the stage and the argument, so that nothing wrong waits for
 
 from __future__ import annotations
 
+import argparse
 import keyword
 import re
 import sys
@@ -163,3 +164,14 @@ def missing_columns(wanted: Iterable[str], have: Iterable[str]) -> list[str]:
     default: case-insensitively."""
     present = {c.lower() for c in have}
     return [c for c in wanted if c.lower() not in present]
+
+
+def non_negative(text: str) -> int:
+    """An epoch, for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not an epoch: {text!r}")
+    return value

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from pipelines.arguments import non_negative
 from pipelines.capture import CaptureStatus
 
 if TYPE_CHECKING:
@@ -64,17 +65,6 @@ def cmd_sync(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
-def epoch(text: str) -> int:
-    """An epoch, for argparse."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not an epoch: {text!r}")
-    return value
-
-
 def add_capture_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     engine: argparse.ArgumentParser,
@@ -99,7 +89,7 @@ def add_capture_commands(
     start.add_argument("--into", required=True, metavar="DIR", help="a directory with no capture")
     start.add_argument(
         "--from-epoch",
-        type=epoch,
+        type=non_negative,
         metavar="E",
         help="record the committed history from this epoch first (default: from the stream's "
         "frontier, with what is already committed at open epochs)",

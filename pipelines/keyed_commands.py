@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelines.arguments import non_negative
 from pipelines.errors import StateReadError
 from pipelines.families import followers
 from pipelines.lookup import KeyedReads, Lookup, StateInfo
@@ -279,17 +280,6 @@ def cmd_state(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
     else:
         print(f"pipeline {rt.pipeline.name} has no stateful or aggregate stage")
     return 0
-
-
-def non_negative(text: str) -> int:
-    """An epoch, for argparse."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not an epoch: {text!r}")
-    return value
 
 
 def seconds(text: str) -> float:

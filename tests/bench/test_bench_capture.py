@@ -3,33 +3,20 @@ for the full form, ``BENCH_SIZE=full``, never asserted in a test)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from pyspark.sql import SparkSession
 
+from tests.bench.scripts import load
+
 pytestmark = pytest.mark.spark
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_capture.py"
-
-
-def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_capture", BENCH)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_fast_form_prints_every_figure_with_its_goal(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    module = bench()
+    module = load("bench_capture")
     module.run(module.SIZES["fast"], spark, tmp_path)
     module.throughput(module.SIZES["fast"], spark, tmp_path)
     module.follow_latency(module.SIZES["fast"], spark, tmp_path)
