@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.arguments import non_negative
@@ -52,7 +53,12 @@ def cmd_stop(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 def cmd_status(rt: Runtime, args: argparse.Namespace) -> int:
-    found = [c for c in rt.captures() if args.stage is None or c.stage == args.stage]
+    into = None if args.into is None else str(Path(args.into).resolve())
+    found = [
+        c
+        for c in rt.captures()
+        if (args.stage is None or c.stage == args.stage) and (into is None or c.directory == into)
+    ]
     if args.json:
         print(json.dumps([c.as_json() for c in found], indent=2))
     else:
@@ -110,6 +116,7 @@ def add_capture_commands(
         help="every capture (or a stage's): events, last epoch released, rows, bytes, behind",
     )
     status.add_argument("stage", nargs="?")
+    status.add_argument("--into", metavar="DIR", help="only the capture in this directory")
     status.add_argument("--json", action="store_true", help="print JSON instead of lines")
     status.set_defaults(handler=handler, capture=cmd_status)
     sync = actions.add_parser(

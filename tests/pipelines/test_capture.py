@@ -258,6 +258,11 @@ def test_capture_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["capture", "stop", "card_payments", "--into", into, *base]) == 0
     assert main(["capture", "status", *base]) == 0
     assert "stopped" in capsys.readouterr().out.splitlines()[-1]
+    assert main(["capture", "status", "card_payments", "--into", into, "--json", *base]) == 0
+    out = capsys.readouterr().out
+    assert len(json.loads(out[out.index("[") :])) == 1
+    assert main(["capture", "status", "card_payments", "--into", str(tmp_path), *base]) == 0
+    assert "has no capture" in capsys.readouterr().out
     assert captures.shapes(Path(into)) == [
         (P, ()),
         (M, 0),  # the advance sealed both epochs in one batch: their messages, one progress
