@@ -110,6 +110,9 @@ def build_definitions(
     return dg.Definitions(
         assets=assets,
         jobs=jobs,
+        # Runs of any other selection (a backfill's, the UI's) in one process too: a step
+        # subprocess per run would start another interpreter and Spark session.
+        executor=dg.in_process_executor,
         sensors=sensors,
         resources={
             "spark": spark or SparkResource.from_settings(),

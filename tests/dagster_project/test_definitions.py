@@ -90,6 +90,8 @@ def test_each_pipeline_has_an_in_process_job_and_a_frontier_sensor(tmp_path: Pat
     assert upqueries.minimum_interval_seconds == 45
     assert upqueries.default_status == dg.DefaultSensorStatus.STOPPED
     assert upqueries.job_name == "bank_upquery"
+    # Runs of other selections (a backfill's, the UI's) run in one process too.
+    assert defs.resolve_implicit_global_asset_job_def().executor_def.name == "in_process"
     names = {s.name for s in defs.sensors or ()}
     assert "shop_upqueries" not in names
     dg.Definitions.validate_loadable(defs)  # what a code server checks (unique op names)
