@@ -10,13 +10,8 @@ import dagster as dg
 import pytest
 from pyspark.sql import SparkSession
 
-from dagster_project.definitions import build_definitions
-from dagster_project.resources import LedgerResource, SparkResource
-from pipelines.examples import bank
-from pipelines.examples.bank_data import generate
 from tests.dagster_project.browser import chromium_path, serve, ui_instance
 from tests.dagster_project.dagster_dev import DagsterDev
-from tests.dagster_project.driver import Driver
 from tests.dagster_project.scenario import Bank
 
 
@@ -29,15 +24,7 @@ def instance() -> Iterator[dg.DagsterInstance]:
 @pytest.fixture
 def bank_home(tmp_path: Path, spark: SparkSession, instance: dg.DagsterInstance) -> Bank:
     """Two small epochs of bank inputs, an empty ledger and Definitions that use them."""
-    data = generate(tmp_path / "inputs", epochs=2, rows=200, accounts=20, seed=5)
-    ledger = LedgerResource(path=str(tmp_path / "home" / "ledger.duckdb"))
-    defs = build_definitions(
-        [bank.pipeline()],
-        # The session the tests share is already active: the resource uses it as it is.
-        spark=SparkResource(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}),
-        ledger=ledger,
-    )
-    return Bank(data, ledger, defs, Driver(defs, instance), spark)
+    return Bank.create(tmp_path, spark, instance)
 
 
 @pytest.fixture(scope="package")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import dagster as dg
 from pyspark.sql import SparkSession
 
-from dagster_project.resources import LedgerResource
+from dagster_project.definitions import build_definitions
+from dagster_project.resources import LedgerResource, SparkResource
 from pipelines.examples import bank
-from pipelines.examples.bank_data import DemoData
+from pipelines.examples.bank_data import DemoData, generate
 from pipelines.runtime import Runtime
 from tests.dagster_project.driver import Driver
 
@@ -28,6 +30,21 @@ class Bank:
     defs: dg.Definitions
     drive: Driver
     spark: SparkSession
+
+    @classmethod
+    def create(cls, root: Path, spark: SparkSession, instance: dg.DagsterInstance) -> Bank:
+        """Two small epochs of bank inputs in ``root/inputs`` (written again if they are there
+        already: the same seed writes the same files), the ledger ``root/home/ledger.duckdb``
+        (empty unless it is there already) and Definitions that use them."""
+        data = generate(root / "inputs", epochs=2, rows=200, accounts=20, seed=5)
+        ledger = LedgerResource(path=str(root / "home" / "ledger.duckdb"))
+        defs = build_definitions(
+            [bank.pipeline()],
+            # The session the tests share is already active: the resource uses it as it is.
+            spark=SparkResource(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}),
+            ledger=ledger,
+        )
+        return cls(data, ledger, defs, Driver(defs, instance), spark)
 
     @cached_property
     def rt(self) -> Runtime:

@@ -10,15 +10,18 @@ over GraphQL).
 
 from __future__ import annotations
 
+import shutil
 import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
 from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+from pyspark.sql import SparkSession
 
 from dagster_project.in_flight import backfill_stages
 from dagster_project.names import BACKFILL_TAG, check_key, stage_key
-from dagster_project.partitions import epoch_key
+from dagster_project.partitions import epoch_key, partitions_name
 from pipelines.examples import bank
 from pipelines.examples.bank_data import Oracle
 from pipelines.examples.demo import verify_outputs
@@ -79,15 +82,30 @@ def add_backfill(
     return backfill
 
 
+@pytest.fixture(scope="module")
+def done_root(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Path:
+    """A bank home with both epochs sent, every input closed, and every stage done through the
+    sensor: driven once, for the tests to copy (a revision writes new attempts under the copy
+    and leaves the files of this one alone)."""
+    root = tmp_path_factory.mktemp("backfill")
+    with dg.instance_for_test() as instance:
+        home = Bank.create(root, spark, instance)
+        home.send_epoch(0)
+        home.send_epoch(1)
+        home.close_inputs()
+        home.drive.drive()
+        assert home.ledger.ledger().stale("bank") == []
+    return root
+
+
 @pytest.fixture
-def done(bank_home: Bank) -> Bank:
-    """Both epochs sent, every input closed, and every stage done through the sensor."""
-    bank_home.send_epoch(0)
-    bank_home.send_epoch(1)
-    bank_home.close_inputs()
-    bank_home.drive.drive()
-    assert bank_home.ledger.ledger().stale("bank") == []
-    return bank_home
+def done(
+    done_root: Path, tmp_path: Path, spark: SparkSession, instance: dg.DagsterInstance
+) -> Bank:
+    """A copy of ``done_root`` on a new instance that has its two partitions."""
+    shutil.copytree(done_root, tmp_path, dirs_exist_ok=True)
+    instance.add_dynamic_partitions(partitions_name("bank"), [epoch_key(0), epoch_key(1)])
+    return Bank.create(tmp_path, spark, instance)
 
 
 def test_a_backfill_revises_done_epochs_and_the_sensor_reruns_the_stale_ones(done: Bank) -> None:
