@@ -84,9 +84,9 @@ SIZES = {
         accounts=100,
         commits=20,
         replay_epochs=20,
-        run_epochs=3,
+        run_epochs=2,
         replay_rows=100,
-        follow_epochs=3,
+        follow_epochs=2,
     ),
     "full": Size(
         rows=1_000_000,

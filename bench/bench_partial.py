@@ -74,7 +74,7 @@ class Size:
 
 
 SIZES = {
-    "fast": Size(accounts=5_000, epochs=3, rows=5_000, reads=40, hits=20),
+    "fast": Size(accounts=5_000, epochs=2, rows=5_000, reads=40, hits=20),
     "full": Size(accounts=1_000_000, epochs=50, rows=200_000, reads=200, hits=500),
 }
 

@@ -29,7 +29,7 @@ def test_the_fast_form_prints_every_figure_with_its_goal(
         "per_account: rebuilding the full twin / one miss",
         "balances: rebuilding the full twin / one miss",
         "new partial view's first read vs full view's backfill",
-        "per_account: one key's upquery at 3 / at 1 epochs",
+        "per_account: one key's upquery at 2 / at 1 epochs",
     ):
         line = next((x for x in out.splitlines() if x.startswith(figure)), None)
         assert line is not None, f"{figure!r} not printed:\n{out}"
