@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipelines import key_scan
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.families import chain
 from pipelines.stages import KeyedStage
@@ -46,6 +47,7 @@ from state_store import Key, PartialKeys
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from pipelines.dataflow import Pipeline
     from pipelines.executor import Executor
@@ -138,6 +140,12 @@ class Upquery:
     def __init__(self, runtime: Host) -> None:
         self.rt = runtime
         self.partial = PartialKeys(runtime.state)
+        self.footers = key_scan.Footers()
+        self.driver_rows = key_scan.DRIVER_ROWS
+        """At most this many rows in the row groups that can hold the keys, the driver reads
+        them (``pipelines.key_scan``); else Spark scans."""
+        self.scans: list[key_scan.ScanPlan] = []
+        """What the last fill's scans of input messages read (one per stage that scanned)."""
 
     @property
     def _p(self) -> str:
@@ -167,6 +175,7 @@ class Upquery:
         stages = self.rt.pipeline.stages
         members = chain(stages, stage)  # nearest first, up to the family's root
         self._catch_up(members)
+        self.scans = []
         scratch = self.rt.store.root / self._p / stage / f".upquery-{uuid.uuid4().hex[:12]}"
         scratch.mkdir(parents=True, exist_ok=True)
         try:
@@ -239,7 +248,9 @@ class Upquery:
             for m in self.rt.ledger.messages(self._p, upstream, 0):
                 if m.path and isinstance(m.time, int) and m.time <= as_of:
                     by_path[m.path] = m.time
-        files = [str(f) for path in by_path for f in sorted(Path(path).glob("*.parquet"))]
+        files = {
+            str(f): t for path, t in by_path.items() for f in sorted(Path(path).glob("*.parquet"))
+        }
         schema = self.rt.executor.schema_of(upstream)
         if schema is None:
             raise StateReadError(
@@ -249,11 +260,18 @@ class Upquery:
         if not files:
             empty = self.rt.spark.createDataFrame([], schema)
             return empty.withColumn(EPOCH, F.lit(0).cast("bigint"))
+        scan = key_scan.plan(
+            files, schema, stage.key, keys, self.footers, driver_rows=self.driver_rows
+        )
+        self.scans.append(scan)
+        if scan.driver:
+            rows = key_scan.read(scan, schema, stage.key, keys, self.footers, epoch_column=EPOCH)
+            return self.rt.spark.createDataFrame(rows, _with_epoch(schema))
         wanted = key_filter(stage.key, keys)
-        scan = self.rt.spark.read.schema(schema).parquet(*files).where(wanted)
+        scanned = self.rt.spark.read.schema(schema).parquet(*files).where(wanted)
         if all(_path_epoch(path) == t for path, t in by_path.items()):
             epoch = F.regexp_extract(F.col("_metadata.file_path"), PATH_EPOCH, 1)
-            return scan.withColumn(EPOCH, epoch.cast("bigint"))
+            return scanned.withColumn(EPOCH, epoch.cast("bigint"))
         scans = [  # a message whose directory does not say its epoch: one scan per epoch
             self.rt.spark.read.schema(schema)
             .parquet(path)
@@ -262,6 +280,12 @@ class Upquery:
             for path, t in sorted(by_path.items(), key=lambda item: item[1])
         ]
         return reduce(lambda a, b: a.unionByName(b), scans)
+
+
+def _with_epoch(schema: StructType) -> StructType:
+    from pyspark.sql import types as T
+
+    return T.StructType([*schema.fields, T.StructField(EPOCH, T.LongType())])
 
 
 def _keys_table(stage: KeyedStage, keys: Sequence[Key], schema: pa.Schema) -> pa.Table:
