@@ -15,10 +15,21 @@ booleans, dates, decimals) whose Parquet reading pyarrow and Spark agree on; oth
 keys, files that are not sorted by the key, timestamps or nested columns) the upquery scans
 with Spark as before (``pipelines.upquery``). Either way the rows are every row of the keys in
 the files named, filtered by exact equality on every key column.
+
+Measured on 50 sorted messages of 200,000 rows (1,000,000 keys), one key costs the driver
+1.4-1.6 ms of CPU per file (a footer already read; 2.7 ms reading every column of the row
+group, 0.15 ms the footer). Considered and not taken: compacting older epochs' messages into a
+few key-sorted files covering epoch ranges, recorded in the ledger. It makes a key's read nearly
+independent of the epochs (one key, CPU: 4.9 and 5.9 ms from one such file of 25 and of 50
+epochs, against 33 and 75 ms from the per-epoch files), but it needs a writer in the background
+of runs, a ledger migration, and invalidation on every revision inside a compacted range, to
+save about 1.5 ms per epoch of history a fill reads, next to a fill's fixed cost of a few
+hundred ms (its Spark job and the state store's transaction).
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -129,6 +140,22 @@ def _may_hold(meta: pq.RowGroupMetaData, columns: Sequence[int], keys: Sequence[
         return True
 
 
+def _plain_keys(
+    key: Sequence[str], keys: Sequence[Key], types: Mapping[str, pa.DataType | None]
+) -> bool:
+    """Whether every key's values are values of the key columns' Arrow types as they are (not
+    NaN, which Spark finds equal to NaN; not out of a narrow type's range)."""
+    for i, column in enumerate(key):
+        values = [k[i] for k in keys]
+        if any(isinstance(v, float) and math.isnan(v) for v in values):
+            return False
+        try:
+            pa.array(values, type=types[column])
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            return False
+    return True
+
+
 def plan(
     files: Mapping[str, int],
     schema: StructType,
@@ -141,7 +168,7 @@ def plan(
     """The row groups of ``files`` (path -> epoch of its message) that can hold ``keys``, and
     whether the driver reads them (see the module docs)."""
     types = {f.name: arrow_type(f.dataType) for f in schema.fields}
-    plain = all(t is not None for t in types.values())
+    plain = all(t is not None for t in types.values()) and _plain_keys(key, keys, types)
     parts: list[Part] = []
     groups = rows = 0
     for path, epoch in files.items():

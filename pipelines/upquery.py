@@ -1,8 +1,8 @@
 """Upqueries: filling the holes of a partial stage from its committed input.
 
-A fill of keys K at a partial stage S is one Spark job over S's input messages at every epoch up
-to S's last processed one, filtered by K and batched across keys, whose rows the stage's kind
-turns into its output history for K (``KeyedStage.rederive``: one pass for an aggregate, one
+A fill of keys K at a partial stage S reads the rows of K in S's input messages at every epoch
+up to S's last processed one (one read, batched across keys), which the stage's kind turns, in
+Spark, into its output history for K (``KeyedStage.rederive``: one pass for an aggregate, one
 small job per epoch for a stateful fold). That history becomes K's state, epoch by epoch, and K
 becomes present, in one state-store transaction: the response is a snapshot of every input
 message up to that epoch and none later (invariant 5c).
@@ -16,11 +16,14 @@ behind the one above it first runs the epochs it is behind, so the chain is fill
 epoch.
 
 The scan reads little of each file: the messages it reads are sorted by the key in small row
-groups (``pipelines.layout``), the key filter reaches the Parquet reader as values
-(``scan_settings``), so each file's footer skips all but about one row group per key, and the
-files, which the ledger names, are listed without a Spark job. Measured on 1,000,000 keys and
-200,000 rows per epoch, that scan takes about 0.2 s with 25 or 50 epochs; the whole upquery of
-one key still took 0.57 s at 25 epochs and 1.0-1.1 s at 50 (``bench/bench_partial.py``).
+groups (``pipelines.layout``), and the files, which the ledger names, are listed without a Spark
+job. For a few keys the driver reads the row groups that can hold them with pyarrow
+(``pipelines.key_scan``): a Spark scan paid its fixed cost for every file, so an upquery of one
+key grew with the epochs of history (1,000,000 keys, 200,000 rows per epoch: 0.57 s at 25
+epochs, 1.0-1.1 s at 50). Past the driver's budget (many keys, files not sorted by the key,
+column types the driver does not read), one Spark scan reads every file, with the key filter
+pushed into the Parquet reader as values (``scan_settings``), each row's epoch read from its
+file's path.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What an upquery reads: only the row groups of its input messages that can hold the keys,
 in the driver for a few keys, with Spark past the driver's budget; the same rows either way,
-checked against DuckDB SQL over the raw inputs (``Oracle``)."""
+and after a revision, checked against DuckDB SQL over the raw inputs (``Oracle``)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_an_upquery_reads_one_row_group_per_epoch_not_every_file_whole(
 
 
 @pytest.mark.spark
-def test_past_the_drivers_budget_spark_scans_and_answers_the_same(
+def test_past_the_drivers_budget_spark_scans_and_answers_the_same_and_revisions_are_read(
     tmp_path: Path, spark: SparkSession
 ) -> None:
     rt = Runtime(
@@ -73,6 +73,13 @@ def test_past_the_drivers_budget_spark_scans_and_answers_the_same(
     scanned = rt.lookup("totals", keys)
     assert [s.driver for s in scanned.scans] == [False]
     assert scanned.rows == driver.rows == raw.oracle().totals(1, keys)
+    rt._reads.upquery.driver_rows = 10 * ROWS
+    raw.correct("moves", 1, [(1, 1, 5), (2_999, 1, 7), (7, 1, 9)])  # a revision of epoch 1
+    rt.run()
+    rt.evict("totals", keys)
+    revised = rt.lookup("totals", [*keys, 7])  # the footers read before are of other files
+    assert [s.driver for s in revised.scans] == [True]
+    assert revised.rows == raw.oracle().totals(1, [*keys, 7])
 
 
 @pytest.mark.unit
@@ -87,6 +94,7 @@ def test_a_plan_keeps_only_row_groups_whose_range_holds_a_key(tmp_path: Path) ->
     assert [(p.epoch, p.groups) for p in found.parts] == [(4, (1, 9))]
     assert (found.files, found.row_groups, found.rows, found.driver) == (1, 10, 20, True)
     assert not plan({str(path): 4}, MOVES, ["account"], [(15,)], footers, driver_rows=9).driver
+    assert not plan({str(path): 4}, MOVES, ["account"], [(1 << 70,)], footers).driver  # Spark's
     timestamps = T.StructType([*MOVES.fields, T.StructField("at", T.TimestampType())])
     assert arrow_type(T.TimestampType()) is None
     assert not plan({str(path): 4}, timestamps, ["account"], [(15,)], footers).driver
