@@ -214,6 +214,9 @@ def read(
     columns = [f.name for f in schema.fields]
     types = {f.name: arrow_type(f.dataType) for f in schema.fields}
     values = {c: pa.array([k[i] for k in keys], type=types[c]) for i, c in enumerate(key)}
+    target = pa.schema(  # every column nullable, as Spark reads them: files may differ in that
+        [*(pa.field(c, types[c]) for c in columns), pa.field(epoch_column, pa.int64())]
+    )
     found: list[pa.Table] = []
     for part in scan.parts:
         file = pq.ParquetFile(part.path, metadata=footers.get(part.path))
@@ -224,13 +227,10 @@ def read(
             continue
         rows = file.read_row_groups(groups, columns=columns, use_threads=False).filter(mask)
         epochs = pa.array([part.epoch] * rows.num_rows, type=pa.int64())
-        found.append(rows.select(columns).append_column(epoch_column, epochs))
-    target = pa.schema(
-        [*(pa.field(c, types[c]) for c in columns), pa.field(epoch_column, pa.int64())]
-    )
+        found.append(rows.select(columns).append_column(epoch_column, epochs).cast(target))
     if not found:
         return target.empty_table()
-    table = pa.concat_tables(found).cast(target)
+    table = pa.concat_tables(found)
     if len(key) == 1:
         return table
     # each column's value among the keys' is not yet one of the keys: match whole keys

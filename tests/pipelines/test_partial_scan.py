@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from pipelines.key_scan import Footers, arrow_type, plan
+from pipelines.key_scan import Footers, arrow_type, plan, read
 from pipelines.layout import ROW_GROUP_ROWS
 from pipelines.runtime import Runtime
 from progress.ledger import Ledger
@@ -98,3 +98,21 @@ def test_a_plan_keeps_only_row_groups_whose_range_holds_a_key(tmp_path: Path) ->
     timestamps = T.StructType([*MOVES.fields, T.StructField("at", T.TimestampType())])
     assert arrow_type(T.TimestampType()) is None
     assert not plan({str(path): 4}, timestamps, ["account"], [(15,)], footers).driver
+
+
+@pytest.mark.unit
+def test_files_that_differ_in_nullability_are_read_together(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    rows = {"account": [3, 4], "sign": [1, 1], "amount": [5, 6]}
+    strict = pa.schema([pa.field(n, pa.int64(), nullable=False) for n in rows])
+    pq.write_table(pa.table(rows), tmp_path / "a.parquet")
+    pq.write_table(pa.table(rows, schema=strict), tmp_path / "b.parquet")
+    files = {str(tmp_path / "a.parquet"): 0, str(tmp_path / "b.parquet"): 1}
+    footers = Footers()
+    scan = plan(files, MOVES, ["account"], [(4,)], footers)
+    found = read(scan, MOVES, ["account"], [(4,)], footers, epoch_column="_epoch")
+    assert found.to_pylist() == [
+        {"account": 4, "sign": 1, "amount": 6, "_epoch": 0},
+        {"account": 4, "sign": 1, "amount": 6, "_epoch": 1},
+    ]
