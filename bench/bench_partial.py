@@ -146,7 +146,7 @@ def timed(fn: Callable[[], object]) -> float:
 
 def cold_upquery(rt: Runtime, size: Size, seed: int, stage: str = "per_account") -> float:
     """Seconds of an upquery of one key that was never read (an account outside the hot 1%),
-    the median of five."""
+    the median of five; prints what the last of them read."""
     rnd = random.Random(seed)
     times = []
     for _ in range(5):
@@ -155,6 +155,12 @@ def cold_upquery(rt: Runtime, size: Size, seed: int, stage: str = "per_account")
         answer = rt.lookup(stage, [key])
         assert answer.upqueried == [key], answer
         times.append(answer.seconds)
+    for scan in answer.scans:
+        where = "in the driver" if scan.driver else "with Spark"
+        print(
+            f"  one key's upquery read {scan.groups_read} of {scan.row_groups} row groups "
+            f"({scan.rows} rows) of {scan.files} files, {where}"
+        )
     return statistics.median(times)
 
 

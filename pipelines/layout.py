@@ -18,7 +18,8 @@ of 4 KB and a page index (each page's min and max) let the reader decode only th
 hold the key, not the whole row group: the work a scan still does per file, so per epoch of
 history. Measured on 10 and 50 such messages (200,000 rows each, 1,000,000 keys, 2 busy cores),
 a scan of one key cost 6.7-9.5 ms more per file with one page per column of a row group, and
-3.5-4 ms with pages of 4 KB (0.55-0.63 s against 0.34-0.44 s for 50 files). Considered and not
+3.5-4 ms with pages of 4 KB (0.55-0.63 s against 0.34-0.44 s for 50 files); an upquery of a
+few keys reads these row groups in the driver instead (``pipelines.key_scan``). Considered and not
 taken: a per-message key-range index in the ledger (unsorted messages span every key, so it skips
 nothing) and a key-sorted copy written at the first upquery (the first read of a key would pay
 for the whole history).

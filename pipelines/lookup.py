@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.families import chain, followers
+from pipelines.key_scan import ScanPlan
 from pipelines.stages import KeyedStage
 from pipelines.upquery import Host, Upquery
 from progress.sentences import ready_not_run
@@ -45,6 +46,9 @@ class Lookup:
     upqueried: list[Any]
     as_of: int
     seconds: float
+    scans: tuple[ScanPlan, ...] = ()
+    """What the upquery read, if one ran: per stage that scanned its input messages, the files
+    and row groups that could hold the keys, out of how many (``pipelines.key_scan``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,6 +167,7 @@ class KeyedReads:
             )
         rows = {self._row_key(spec, r): r for r in read.rows}
         holes = [k for k in asked if k not in read.present]
+        scans: tuple[ScanPlan, ...] = ()
         if holes:
             with self.rt.exclusive(stage):
                 again = self.partial.read(
@@ -171,6 +176,7 @@ class KeyedReads:
                 missing = [k for k in holes if k not in again.present]
                 if missing:
                     self.upquery.fill(stage, missing)
+                    scans = tuple(self.upquery.scans)
                     self.partial.count_misses(self._p, stage, len(missing))
                 filled = self.partial.read(
                     self._p, stage, spec.key, holes, target, partial=True, count=False
@@ -184,6 +190,7 @@ class KeyedReads:
             upqueried=[self.shown(spec, k) for k in holes],
             as_of=target,
             seconds=time.perf_counter() - started,
+            scans=scans,
         )
 
     def _keep_budgets(self, stage: str) -> None:

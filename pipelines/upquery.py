@@ -1,8 +1,8 @@
 """Upqueries: filling the holes of a partial stage from its committed input.
 
-A fill of keys K at a partial stage S is one Spark job over S's input messages at every epoch up
-to S's last processed one, filtered by K and batched across keys, whose rows the stage's kind
-turns into its output history for K (``KeyedStage.rederive``: one pass for an aggregate, one
+A fill of keys K at a partial stage S reads the rows of K in S's input messages at every epoch
+up to S's last processed one (one read, batched across keys), which the stage's kind turns, in
+Spark, into its output history for K (``KeyedStage.rederive``: one pass for an aggregate, one
 small job per epoch for a stateful fold). That history becomes K's state, epoch by epoch, and K
 becomes present, in one state-store transaction: the response is a snapshot of every input
 message up to that epoch and none later (invariant 5c).
@@ -16,11 +16,14 @@ behind the one above it first runs the epochs it is behind, so the chain is fill
 epoch.
 
 The scan reads little of each file: the messages it reads are sorted by the key in small row
-groups (``pipelines.layout``), the key filter reaches the Parquet reader as values
-(``scan_settings``), so each file's footer skips all but about one row group per key, and the
-files, which the ledger names, are listed without a Spark job. Measured on 1,000,000 keys and
-200,000 rows per epoch, that scan takes about 0.2 s with 25 or 50 epochs; the whole upquery of
-one key still took 0.57 s at 25 epochs and 1.0-1.1 s at 50 (``bench/bench_partial.py``).
+groups (``pipelines.layout``), and the files, which the ledger names, are listed without a Spark
+job. For a few keys the driver reads the row groups that can hold them with pyarrow
+(``pipelines.key_scan``): a Spark scan paid its fixed cost for every file, so an upquery of one
+key grew with the epochs of history (1,000,000 keys, 200,000 rows per epoch: 0.57 s at 25
+epochs, 1.0-1.1 s at 50). Past the driver's budget (many keys, files not sorted by the key,
+column types the driver does not read), one Spark scan reads every file, with the key filter
+pushed into the Parquet reader as values (``scan_settings``), each row's epoch read from its
+file's path.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipelines import key_scan
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.families import chain
 from pipelines.stages import KeyedStage
@@ -46,6 +50,7 @@ from state_store import Key, PartialKeys
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from pipelines.dataflow import Pipeline
     from pipelines.executor import Executor
@@ -138,6 +143,12 @@ class Upquery:
     def __init__(self, runtime: Host) -> None:
         self.rt = runtime
         self.partial = PartialKeys(runtime.state)
+        self.footers = key_scan.Footers()
+        self.driver_rows = key_scan.DRIVER_ROWS
+        """At most this many rows in the row groups that can hold the keys, the driver reads
+        them (``pipelines.key_scan``); else Spark scans."""
+        self.scans: list[key_scan.ScanPlan] = []
+        """What the last fill's scans of input messages read (one per stage that scanned)."""
 
     @property
     def _p(self) -> str:
@@ -167,6 +178,7 @@ class Upquery:
         stages = self.rt.pipeline.stages
         members = chain(stages, stage)  # nearest first, up to the family's root
         self._catch_up(members)
+        self.scans = []
         scratch = self.rt.store.root / self._p / stage / f".upquery-{uuid.uuid4().hex[:12]}"
         scratch.mkdir(parents=True, exist_ok=True)
         try:
@@ -239,7 +251,9 @@ class Upquery:
             for m in self.rt.ledger.messages(self._p, upstream, 0):
                 if m.path and isinstance(m.time, int) and m.time <= as_of:
                     by_path[m.path] = m.time
-        files = [str(f) for path in by_path for f in sorted(Path(path).glob("*.parquet"))]
+        files = {
+            str(f): t for path, t in by_path.items() for f in sorted(Path(path).glob("*.parquet"))
+        }
         schema = self.rt.executor.schema_of(upstream)
         if schema is None:
             raise StateReadError(
@@ -249,11 +263,18 @@ class Upquery:
         if not files:
             empty = self.rt.spark.createDataFrame([], schema)
             return empty.withColumn(EPOCH, F.lit(0).cast("bigint"))
+        scan = key_scan.plan(
+            files, schema, stage.key, keys, self.footers, driver_rows=self.driver_rows
+        )
+        self.scans.append(scan)
+        if scan.driver:
+            rows = key_scan.read(scan, schema, stage.key, keys, self.footers, epoch_column=EPOCH)
+            return self.rt.spark.createDataFrame(rows, _with_epoch(schema))
         wanted = key_filter(stage.key, keys)
-        scan = self.rt.spark.read.schema(schema).parquet(*files).where(wanted)
+        scanned = self.rt.spark.read.schema(schema).parquet(*files).where(wanted)
         if all(_path_epoch(path) == t for path, t in by_path.items()):
             epoch = F.regexp_extract(F.col("_metadata.file_path"), PATH_EPOCH, 1)
-            return scan.withColumn(EPOCH, epoch.cast("bigint"))
+            return scanned.withColumn(EPOCH, epoch.cast("bigint"))
         scans = [  # a message whose directory does not say its epoch: one scan per epoch
             self.rt.spark.read.schema(schema)
             .parquet(path)
@@ -262,6 +283,12 @@ class Upquery:
             for path, t in sorted(by_path.items(), key=lambda item: item[1])
         ]
         return reduce(lambda a, b: a.unionByName(b), scans)
+
+
+def _with_epoch(schema: StructType) -> StructType:
+    from pyspark.sql import types as T
+
+    return T.StructType([*schema.fields, T.StructField(EPOCH, T.LongType())])
 
 
 def _keys_table(stage: KeyedStage, keys: Sequence[Key], schema: pa.Schema) -> pa.Table:
