@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError, first_line
 from pipelines.families import followers
+from pipelines.footers import spark_schema
 from pipelines.iteration import RoundCallback
 from pipelines.layout import sort_key
 from pipelines.results import RunResult, RunStatus
@@ -181,7 +182,7 @@ class Executor:
             return spec.schema
         latest = self.ledger.latest_message(self.pipeline.name, stage, 0)
         if latest is not None and latest.path is not None:
-            return self.spark.read.parquet(latest.path).schema
+            return spark_schema([latest.path]) or self.spark.read.parquet(latest.path).schema
         if stage in within:
             return None
         frames = []

@@ -33,6 +33,7 @@ from pipelines.errors import (
 )
 from pipelines.executor import Admitted, Executor, Worked, run_key
 from pipelines.families import lock_name
+from pipelines.footers import spark_schema
 from pipelines.inputs import SourceInput, source_worker
 from pipelines.iteration import RoundCallback
 from pipelines.lookup import KeyedReads, Lookup, StateInfo
@@ -489,7 +490,9 @@ class Runtime:
         messages = self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch)
         paths = [m.path for m in messages if m.path]
         if paths:
-            return self.spark.read.parquet(*paths)
+            known = self.pipeline.stage(stage).schema or spark_schema(paths)
+            reader = self.spark.read if known is None else self.spark.read.schema(known)
+            return reader.parquet(*paths)
         schema = self.executor.schema_of(stage)
         if schema is None:
             raise PipelineError(

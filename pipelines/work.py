@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelines.footers import spark_schema
 from pipelines.iteration import RoundCallback
 from pipelines.layout import writer
 from pipelines.spark import LazySpark
@@ -100,14 +101,16 @@ class StageWork:
 
     @cached_property
     def frames(self) -> list[DataFrame]:
-        """One DataFrame per input port, built once. A source's files were checked against its
-        schema on send: read with it, Spark skips reading their footers for one."""
+        """One DataFrame per input port, built once, each read with its columns known: a
+        source's files were checked against its schema on send, and a stage's files carry
+        Spark's schema in their footers (``pipelines.footers``), so no Spark job infers it."""
         out: list[DataFrame] = []
         for (_, paths), declared, schema in zip(
             self.inputs, self.read_schemas, self.empty, strict=True
         ):
-            if paths and declared is not None:
-                out.append(self.spark.read.schema(declared).parquet(*paths))
+            known = declared or (spark_schema(paths) if paths else None)
+            if paths and known is not None:
+                out.append(self.spark.read.schema(known).parquet(*paths))
             elif paths:
                 out.append(self.spark.read.parquet(*paths))
             else:
