@@ -334,10 +334,18 @@ def compare(  # noqa: PLR0917 (one comparison's settings)
     return Ratio(size, rows, rings, plain, ours, statistics.median(loads), found)
 
 
-def run(size: Size, spark: SparkSession, root: Path, *, profile: bool = False) -> list[Ratio]:
-    """Every ratio of ``size``, printed as it comes."""
+def run(
+    size: Size,
+    spark: SparkSession,
+    root: Path,
+    *,
+    profile: bool = False,
+    sizes: Sequence[str] = ("small", "large"),
+) -> list[Ratio]:
+    """Every ratio of ``size`` (of those of ``sizes``: small, large), printed as it comes."""
     ratios: list[Ratio] = []
-    for name, rows in (("small", size.small), ("large", size.large)):
+    rows_of = {"small": size.small, "large": size.large}
+    for name, rows in ((s, rows_of[s]) for s in sizes):
         started = time.perf_counter()
         inputs = root / name / "inputs"
         data = generate(inputs, epochs=size.epochs, rows=rows, accounts=size.accounts, seed=1)
