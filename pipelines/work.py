@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.footers import spark_schema
-from pipelines.iteration import RoundCallback
+from pipelines.iteration import RoundCallback, Transform
 from pipelines.layout import writer
 from pipelines.spark import LazySpark
 from pipelines.storage import DataStore, runtime_home
@@ -35,7 +35,8 @@ Resolved = tuple[list[MessageRef], list[str]]
 class Written:
     """One data directory of an output message: its path, rows and bytes."""
 
-    path: str
+    path: str | None
+    """None for a message with no data (a transform that is not materialized)."""
     rows: int
     bytes: int
 
@@ -86,6 +87,9 @@ class StageWork:
     """Per input port: the schema to read its files with (a source's declared one), or none."""
     empty: list[StructType | None]
     """Per input port without data at this epoch: the schema of its empty frame."""
+    derive: list[tuple[Transform, ...]] = field(default_factory=list)
+    """Per input port: the functions of the transforms that are not materialized between the
+    stage it reads and the stage whose files are read, in order (``pipelines.ephemeral``)."""
     on_round: RoundCallback | None = None
     sort_key: tuple[str, ...] | None = None
     """The columns its output message is sorted by (``pipelines.layout.sort_key``), if any."""
@@ -116,7 +120,15 @@ class StageWork:
             else:
                 assert schema is not None
                 out.append(self.spark.createDataFrame([], schema))
+        for port, fns in enumerate(self.derive):
+            for fn in fns:
+                out[port] = fn(out[port])
         return out
+
+    @property
+    def derives(self) -> bool:
+        """Whether an input is recomputed in this run (not as its files hold it)."""
+        return any(self.derive)
 
     @property
     def home(self) -> Path:
