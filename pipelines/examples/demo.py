@@ -212,8 +212,8 @@ def verify_outputs(
 ) -> list[str]:
     """Every stage of the pipeline at every epoch compared with the oracle; one line per
     mismatch. The output of a partial stage holds only the keys present when the epoch ran:
-    each of its rows must be the oracle's. Then lookups of ``accounts`` (default: a few the oracle picks) in
-    ``balances`` as of every epoch must equal the oracle's balances."""
+    each of its rows must be the oracle's. Then lookups of ``accounts`` (default: a few the
+    oracle picks) in ``balances`` as of every epoch must equal the oracle's balances."""
     bad: list[str] = []
     for stage in ORACLE_SQL:
         if stage not in rt.pipeline.stages:  # bank without rings
