@@ -8,7 +8,9 @@ same load). The plain script is what one would write by hand: read the epoch's f
 the same DataFrame functions, cache the shared movements, carry balances as a full-state
 Parquet table, iterate the rings in memory (each round checkpointed), and write the terminal
 outputs. epochgate also validates inputs, writes every materialized stage's output as its own
-message and commits progress.
+message and commits progress. Its two validations are declared ``materialize=False`` (the plain
+script does not write them either: ``movements`` applies them to the sources' files), unless
+``--materialized``; they still commit a message per epoch, with its lineage.
 
 Four ratios epochgate / plain (per-epoch medians), each with its goal: at scale (the full form:
 1,000,000 rows per epoch) without the iterative ``rings`` stage (goal <= 1.10) and with it
@@ -269,6 +271,7 @@ class Ratio:
     size: str
     rows: int
     rings: bool
+    materialize: bool
     plain: list[float]
     ours: list[float]
     load: float
@@ -288,6 +291,7 @@ class Ratio:
 
     def line(self) -> str:
         what = "bank" if self.rings else "bank without rings"
+        what += "" if self.materialize else " (validations not materialized)"
         p, o = statistics.median(self.plain), statistics.median(self.ours)
         return (
             f"{what}, {self.rows:,} rows/epoch: ratio epochgate / plain {self.value:.2f} "
@@ -306,9 +310,11 @@ def compare(  # noqa: PLR0917 (one comparison's settings)
     rings: bool,
     *,
     profile: bool = False,
+    materialize: bool = False,
 ) -> Ratio:
     """Run every epoch of ``data`` on both sides, in turn; the ratio of their medians."""
-    rt = Runtime(bank.pipeline(rings=rings), Ledger(root / "ledger.duckdb"), spark, root / "data")
+    pipeline = bank.pipeline(rings=rings, materialize=materialize)
+    rt = Runtime(pipeline, Ledger(root / "ledger.duckdb"), spark, root / "data")
     profiler = Profiler(rt, spark) if profile else None
     plain: list[float] = []
     ours: list[float] = []
@@ -331,7 +337,7 @@ def compare(  # noqa: PLR0917 (one comparison's settings)
         ours.append(time.perf_counter() - started)
         print(f"    epoch {epoch}: plain {plain[-1]:.2f}s, epochgate {ours[-1]:.2f}s", flush=True)
     found = profiler.profile if profiler is not None else None
-    return Ratio(size, rows, rings, plain, ours, statistics.median(loads), found)
+    return Ratio(size, rows, rings, materialize, plain, ours, statistics.median(loads), found)
 
 
 def run(
@@ -341,6 +347,7 @@ def run(
     *,
     profile: bool = False,
     sizes: Sequence[str] = ("small", "large"),
+    materialize: bool = False,
 ) -> list[Ratio]:
     """Every ratio of ``size`` (of those of ``sizes``: small, large), printed as it comes."""
     ratios: list[Ratio] = []
@@ -355,7 +362,9 @@ def run(
         for rings in (False, True):
             print(f"  {'with' if rings else 'without'} rings:", flush=True)
             home = root / name / ("rings" if rings else "no-rings")
-            ratio = compare(spark, data, home, name, rows, rings, profile=profile)
+            ratio = compare(
+                spark, data, home, name, rows, rings, profile=profile, materialize=materialize
+            )
             print(f"  {ratio.line()}", flush=True)
             if ratio.profile is not None:
                 print("\n".join(f"    {line}" for line in profile_lines(ratio.profile)))
@@ -388,6 +397,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, help="epochs per comparison (default: the size's)")
     parser.add_argument("--spark", default=None, help="Spark master (default local[2])")
     parser.add_argument("--profile", action="store_true", help="where epochgate's seconds go")
+    parser.add_argument(
+        "--materialized", action="store_true", help="write the validations' output too"
+    )
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
     args = parser.parse_args(argv)
     name = os.environ.get("BENCH_SIZE", "fast")
@@ -399,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     spark = spark_session(args.spark)
     quiet(spark)
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
-        ratios = run(size, spark, Path(tmp), profile=args.profile)
+        ratios = run(size, spark, Path(tmp), profile=args.profile, materialize=args.materialized)
     write_section(args.results, "bench_overhead", section(ratios, size.epochs))
     print(f"written: {args.results}")
 

@@ -22,7 +22,10 @@ def test_the_fast_form_prints_every_ratio_with_its_goal_and_a_profile(
     size = module.Size(small=200, large=1_000, epochs=1, accounts=500)
     ratios = module.run(size, spark, tmp_path / "work", profile=True, sizes=("small",))
     out = capsys.readouterr().out
-    for what in ("bank without rings, 200 rows", "bank, 200 rows"):
+    for what in (
+        "bank without rings (validations not materialized), 200 rows",
+        "bank (validations not materialized), 200 rows",
+    ):
         line = next((x for x in out.splitlines() if what in x and "ratio" in x), None)
         assert line is not None, f"{what!r} not printed:\n{out}"
         assert "(goal <= " in line
