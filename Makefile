@@ -78,6 +78,7 @@ bench: $(STAMP) ## Run the benchmarks (BENCH_SIZE=full: full sizes; the dev extr
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_connect.py
 	$(BIN)/python bench/bench_dagster.py
+	$(BIN)/python bench/bench_overhead.py --profile
 	$(BIN)/python bench/bench_partial.py
 	$(BIN)/python bench/bench_capture.py
 	$(BIN)/python bench/bench_peers.py

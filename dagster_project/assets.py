@@ -73,6 +73,8 @@ def definition_metadata(stage: Stage) -> dict[str, Any]:
     out: dict[str, Any] = {"stage_kind": stage.kind, "delay": stage.delay}
     if stage.workers:
         out["workers"] = stage.workers
+    if not stage.materialize:  # its partitions commit a message with no data
+        out["materialized"] = False
     if stage.schema is not None:
         out["dagster/column_schema"] = spark_table_schema(stage.schema)
     reference = code_reference(stage.code) if stage.code is not None else None

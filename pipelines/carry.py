@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import StageFailedError
+from pipelines.footers import free_of_nulls
 from pipelines.partial import PartialState
 from pipelines.work import Produced, StageWork
 from state_store import PartialKeys
@@ -61,12 +62,13 @@ def carry(
     assert isinstance(epoch, int)
     settle(work, key)
     batch = work.frames[0]
-    check_key_columns(name, epoch, batch, key, schema)
+    check_key_columns(name, epoch, batch, key, schema, files=work.inputs[0][1])
     keys: list[str] = [f"{path}/*.parquet" for path in work.inputs[0][1]]
     if partial is not None:
         present = str(work.scratch_dir() / "present.parquet")
         if keys and PartialKeys(work.state).export_present(p, name, key, present):
-            batch = batch.join(work.spark.read.parquet(present), on=list(key), how="leftsemi")
+            keys_read = work.spark.read.schema(key_schema(schema, key)).parquet(present)
+            batch = batch.join(keys_read, on=list(key), how="leftsemi")
             keys = [present]
         else:
             batch, keys = batch.limit(0), []
@@ -140,12 +142,27 @@ def replay_updates(
     return spark.createDataFrame(pa.concat_tables(history), schema=out_schema)
 
 
+def key_schema(schema: StructType, key: Sequence[str]) -> StructType:
+    """The key columns of the state's ``schema``: those of a keys file the state store wrote."""
+    from pyspark.sql.types import StructType
+
+    return StructType([schema[column] for column in key])
+
+
 def check_key_columns(
-    stage: str, epoch: int, batch: DataFrame, key: Sequence[str], schema: StructType
+    stage: str,
+    epoch: int,
+    batch: DataFrame,
+    key: Sequence[str],
+    schema: StructType,
+    *,
+    files: Sequence[str] = (),
 ) -> None:
     """Refuse an input without the key columns, with them of other types than the state's, or
     with a null key (a key is looked up, stored and evicted by equality: null equals nothing).
-    Nulls cost one short Spark job, only where the input's schema allows them."""
+    Nulls are looked for only where the input's schema allows them, and only when the footers
+    of its ``files`` do not already say there are none (``pipelines.footers``): then it costs
+    one short Spark job."""
     have = {f.name: f.dataType for f in batch.schema.fields}
     for column in key:
         if column not in have:
@@ -165,7 +182,7 @@ def check_key_columns(
                 column=column,
             )
     nullable = [f.name for f in batch.schema.fields if f.name in key and f.nullable]
-    if nullable:
+    if nullable and not (files and free_of_nulls(files, nullable)):
         _refuse_null_keys(stage, epoch, batch, nullable)
 
 

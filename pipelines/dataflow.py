@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipelines import ephemeral
 from pipelines.aggregate import AggregateStage, aggregations
 from pipelines.arguments import (
     check_columns,
@@ -100,6 +101,7 @@ class Pipeline:
             )
         for upstream in stage.inputs:
             self._check_partial(stage, self._stages[upstream])
+            ephemeral.check_reader(self.name, stage, self._stages[upstream])
         self._stages[stage.name] = stage
         self._compiled = None
         return Stream(self.name, stage.name)
@@ -236,13 +238,40 @@ class Pipeline:
         stage = self.stage(source)
         return stage.close if isinstance(stage, SourceStage) else EXPLICIT
 
-    def transform(self, name: str, input: Stream | str, fn: Transform, *, delay: int = 0) -> Stream:
+    def transform(
+        self,
+        name: str,
+        input: Stream | str,
+        fn: Transform,
+        *,
+        delay: int = 0,
+        materialize: bool = True,
+    ) -> Stream:
         """Any DataFrame-to-DataFrame function of one epoch's input. With ``delay=k`` the output
-        of epoch ``t`` belongs to epoch ``t + k``."""
+        of epoch ``t`` belongs to epoch ``t + k``. With ``materialize=False`` its output is never
+        written: each stage that reads it applies ``fn`` to its input inside its own run
+        (``pipelines.ephemeral``); keyed stages cannot read such a transform."""
         check_name(self.name, name)
         check_function(self.name, name, "fn", fn)
+        if type(materialize) is not bool:
+            raise PipelineDefinitionError(
+                self.name,
+                name,
+                f"materialize must be True or False, not {materialize!r}",
+                argument="materialize",
+            )
+        if not materialize and delay:
+            raise PipelineDefinitionError(
+                self.name,
+                name,
+                "a delayed transform is materialized: its output belongs to a later epoch than "
+                "its input, so it is written when it runs",
+                argument="materialize",
+            )
         inputs = (self._input(name, input),)
-        return self._add(TransformStage(name=name, inputs=inputs, fn=fn, delay=delay))
+        return self._add(
+            TransformStage(name=name, inputs=inputs, fn=fn, delay=delay, materialize=materialize)
+        )
 
     def union(self, name: str, *inputs: Stream | str) -> Stream:
         """All rows of several inputs with the same columns (matched by name)."""

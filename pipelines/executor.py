@@ -16,8 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipelines.ephemeral import base
 from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError, first_line
 from pipelines.families import followers
+from pipelines.footers import spark_schema
 from pipelines.iteration import RoundCallback
 from pipelines.layout import sort_key
 from pipelines.results import RunResult, RunStatus
@@ -129,9 +131,10 @@ class Executor:
         """In a session: resolve the run's input messages and record its start."""
         p = self.pipeline.name
         started = time.perf_counter()
-        inputs = [self.resolve(upstream, epoch) for upstream in stage.inputs]
+        bases = [base(self.pipeline.stages, upstream) for upstream in stage.inputs]
+        inputs = [self.resolve_through(upstream, chain, epoch) for upstream, chain, _ in bases]
         empty = []  # the columns of each input without data, known before the run is recorded
-        for upstream, (_, paths) in zip(stage.inputs, inputs, strict=True):
+        for (upstream, _, _), (_, paths) in zip(bases, inputs, strict=True):
             schema = None if paths else self.schema_of(upstream)
             if not paths and schema is None:
                 raise StageFailedError(
@@ -155,8 +158,9 @@ class Executor:
             ledger=self.ledger,
             state=self.state,
             inputs=inputs,
-            read_schemas=[self.pipeline.stage(u).schema for u in stage.inputs],
+            read_schemas=[self.pipeline.stage(u).schema for u, _, _ in bases],
             empty=empty,
+            derive=[fns for _, _, fns in bases],
             on_round=self.on_round,
             below=tuple(followers(self.pipeline.stages, stage.name)) if stage.partial else (),
             sort_key=sort_key(self.pipeline.stages, stage.name),
@@ -171,6 +175,15 @@ class Executor:
         refs = [MessageRef(upstream, m.port, m.time, m.attempt) for m in messages]
         return refs, [m.path for m in messages if m.path]
 
+    def resolve_through(self, upstream: str, chain: tuple[str, ...], epoch: Time) -> Resolved:
+        """``resolve(upstream, epoch)``, with the messages of the transforms of ``chain`` (not
+        materialized, computed from ``upstream``'s) among those read: a reader is stale when
+        either is revised."""
+        refs, paths = self.resolve(upstream, epoch)
+        for name in chain:
+            refs = [*refs, *self.resolve(name, epoch)[0]]
+        return refs, paths
+
     def schema_of(self, stage: str, *, within: frozenset[str] = frozenset()) -> StructType | None:
         """A stage's output columns: declared, else those of its latest message with data, else
         those its plan gives over empty inputs (a stage in a loop before the loop's first
@@ -181,7 +194,7 @@ class Executor:
             return spec.schema
         latest = self.ledger.latest_message(self.pipeline.name, stage, 0)
         if latest is not None and latest.path is not None:
-            return self.spark.read.parquet(latest.path).schema
+            return spark_schema([latest.path]) or self.spark.read.parquet(latest.path).schema
         if stage in within:
             return None
         frames = []

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.errors import StageFailedError
+from pipelines.footers import spark_schema
 from pipelines.storage import DataStore, new_attempt
 from progress import Delay, Graph, GraphBuilder, Product, ProductSummary, Source, Target, Update
 from progress.ledger import Ledger, MessageEntry, Origin, scope_name
@@ -187,7 +188,9 @@ class Rounds:
                     f"no fixed point after {limit} rounds (max_rounds={limit}){kept}",
                 )
             if state_schema is None:  # read once; later rounds skip the footer reads
-                state_schema = self.spark.read.parquet(str(state_path)).schema
+                state_schema = (
+                    spark_schema([state_path]) or self.spark.read.parquet(str(state_path)).schema
+                )
             state = self.spark.read.schema(state_schema).parquet(str(state_path))
             following = self.step(state, batch)
             _same_columns(stage, self.epoch, state, following)

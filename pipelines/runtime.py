@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines import capture, capture_log
 from pipelines.capture import CaptureStatus
 from pipelines.dataflow import Pipeline
+from pipelines.ephemeral import base
 from pipelines.errors import (
     BackfillIncompleteError,
     PipelineError,
@@ -33,6 +34,7 @@ from pipelines.errors import (
 )
 from pipelines.executor import Admitted, Executor, Worked, run_key
 from pipelines.families import lock_name
+from pipelines.footers import spark_schema
 from pipelines.inputs import SourceInput, source_worker
 from pipelines.iteration import RoundCallback
 from pipelines.lookup import KeyedReads, Lookup, StateInfo
@@ -438,6 +440,14 @@ class Runtime:
             self.pipeline.stage(stage)
         if from_epoch is not None and (type(from_epoch) is not int or from_epoch < 0):
             raise CaptureError(p, str(into), f"from_epoch {from_epoch!r} is not an epoch")
+        if not self.pipeline.stage(stage).materialize:
+            raise CaptureError(
+                p,
+                str(into),
+                "it is a transform that is not materialized (materialize=False): its messages "
+                "hold no data to record; nothing was recorded",
+                stage=stage,
+            )
         schema = self.executor.schema_of(stage)
         if schema is None:
             raise CaptureError(
@@ -486,10 +496,20 @@ class Runtime:
     def read(self, stage: str, epoch: Time) -> DataFrame:
         """The committed output of ``stage`` at ``epoch`` as a stage reading it then sees it
         (all current messages at ``epoch``; a dimension source's table as of ``epoch``)."""
+        found, _, fns = base(self.pipeline.stages, stage)
+        if fns:  # not materialized: computed from what it reads, as its readers do
+            if not self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch):
+                raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
+            df = self.read(found, epoch)
+            for fn in fns:
+                df = fn(df)
+            return df
         messages = self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch)
         paths = [m.path for m in messages if m.path]
         if paths:
-            return self.spark.read.parquet(*paths)
+            known = self.pipeline.stage(stage).schema or spark_schema(paths)
+            reader = self.spark.read if known is None else self.spark.read.schema(known)
+            return reader.parquet(*paths)
         schema = self.executor.schema_of(stage)
         if schema is None:
             raise PipelineError(

@@ -68,6 +68,8 @@ class Stage:
     """Key columns: never null in a source, the state's key in a stateful stage."""
     partial: PartialState | None = field(default=None, init=False)
     """For a keyed stage that keeps only the keys that are read: how (see ``pipelines.partial``)."""
+    materialize: bool = field(default=True, init=False)
+    """Whether its runs write their output; a transform's may not (``pipelines.ephemeral``)."""
 
     kind: ClassVar[str]
     """The kind's name, as shown to people (the catalog, metadata). Never switched on."""
@@ -192,6 +194,9 @@ class TransformStage(Stage):
     fn: Transform
     delay: int = 0
     """With ``delay=k`` the output of epoch ``t`` belongs to epoch ``t + k``."""
+    materialize: bool = True
+    """False: never written; recomputed inside the stages that read it
+    (``pipelines.ephemeral``)."""
 
     kind: ClassVar[str] = "transform"
 
@@ -199,10 +204,21 @@ class TransformStage(Stage):
     def code(self) -> Callable[..., object]:
         return self.fn
 
+    def summary(self) -> str:
+        if self.materialize:
+            return super().summary()
+        return (
+            "Transform, not materialized: recomputed inside each stage that reads it, never written"
+        )
+
     def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
         return None if frames[0] is None else self.fn(frames[0])
 
     def compute(self, work: StageWork) -> Produced:
+        """Its output written as a message; not materialized, a message with no data (the
+        stages that read it apply ``fn`` to its input themselves), and no Spark job."""
+        if not self.materialize:
+            return Produced((Written(None, 0, 0),), None)
         return work.write(self.fn(work.frames[0]))
 
 
@@ -232,7 +248,7 @@ class UnionStage(Stage):
         frames = work.frames
         columns = [[(f.name, f.dataType) for f in df.schema.fields] for df in frames]
         paths = work.input_paths
-        if paths and all(c == columns[0] for c in columns[1:]):
+        if paths and not work.derives and all(c == columns[0] for c in columns[1:]):
             files = tuple(Written(path, *work.store.stats(Path(path))) for path in paths)
             return Produced(files, None, shared=True)
         return work.write(reduce(lambda a, b: a.unionByName(b), frames))

@@ -14,7 +14,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.iteration import RoundCallback
+from pipelines.footers import spark_schema
+from pipelines.iteration import RoundCallback, Transform
 from pipelines.layout import writer
 from pipelines.spark import LazySpark
 from pipelines.storage import DataStore, runtime_home
@@ -34,7 +35,8 @@ Resolved = tuple[list[MessageRef], list[str]]
 class Written:
     """One data directory of an output message: its path, rows and bytes."""
 
-    path: str
+    path: str | None
+    """None for a message with no data (a transform that is not materialized)."""
     rows: int
     bytes: int
 
@@ -85,6 +87,9 @@ class StageWork:
     """Per input port: the schema to read its files with (a source's declared one), or none."""
     empty: list[StructType | None]
     """Per input port without data at this epoch: the schema of its empty frame."""
+    derive: list[tuple[Transform, ...]] = field(default_factory=list)
+    """Per input port: the functions of the transforms that are not materialized between the
+    stage it reads and the stage whose files are read, in order (``pipelines.ephemeral``)."""
     on_round: RoundCallback | None = None
     sort_key: tuple[str, ...] | None = None
     """The columns its output message is sorted by (``pipelines.layout.sort_key``), if any."""
@@ -100,20 +105,30 @@ class StageWork:
 
     @cached_property
     def frames(self) -> list[DataFrame]:
-        """One DataFrame per input port, built once. A source's files were checked against its
-        schema on send: read with it, Spark skips reading their footers for one."""
+        """One DataFrame per input port, built once, each read with its columns known: a
+        source's files were checked against its schema on send, and a stage's files carry
+        Spark's schema in their footers (``pipelines.footers``), so no Spark job infers it."""
         out: list[DataFrame] = []
         for (_, paths), declared, schema in zip(
             self.inputs, self.read_schemas, self.empty, strict=True
         ):
-            if paths and declared is not None:
-                out.append(self.spark.read.schema(declared).parquet(*paths))
+            known = declared or (spark_schema(paths) if paths else None)
+            if paths and known is not None:
+                out.append(self.spark.read.schema(known).parquet(*paths))
             elif paths:
                 out.append(self.spark.read.parquet(*paths))
             else:
                 assert schema is not None
                 out.append(self.spark.createDataFrame([], schema))
+        for port, fns in enumerate(self.derive):
+            for fn in fns:
+                out[port] = fn(out[port])
         return out
+
+    @property
+    def derives(self) -> bool:
+        """Whether an input is recomputed in this run (not as its files hold it)."""
+        return any(self.derive)
 
     @property
     def home(self) -> Path:

@@ -133,8 +133,9 @@ def region_totals(df: DataFrame) -> DataFrame:
     return df.groupBy("region").agg(F.sum("amount_cents").alias("total_cents"))
 
 
-def pipeline(rings: bool = True) -> Pipeline:
-    """The bank pipeline (``rings=False`` leaves out the iterative stage)."""
+def pipeline(rings: bool = True, *, materialize: bool = True) -> Pipeline:
+    """The bank pipeline (``rings=False`` leaves out the iterative stage; ``materialize=False``
+    leaves the validations unwritten: ``movements`` applies them to the sources' files)."""
     bank = Pipeline("bank")
     cards = bank.source(
         "card_payments", schema=CARD_PAYMENTS, workers=WORKERS["card_payments"], key=["payment_id"]
@@ -148,8 +149,8 @@ def pipeline(rings: bool = True) -> Pipeline:
     accounts = bank.source("accounts", schema=ACCOUNTS, workers=1, key=["account_id"])
     movements = bank.union(
         "movements",
-        bank.transform("valid_cards", cards, fn=validate_cards),
-        bank.transform("valid_wires", wires, fn=validate_wires),
+        bank.transform("valid_cards", cards, fn=validate_cards, materialize=materialize),
+        bank.transform("valid_wires", wires, fn=validate_wires, materialize=materialize),
     )
     bank.transform("category_totals", movements, fn=category_totals)
     bank.stateful(

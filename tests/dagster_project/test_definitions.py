@@ -152,3 +152,16 @@ def test_workspace_loads_the_bank_example() -> None:
     from dagster_project.definitions import defs
 
     assert parents(defs, "bank") == edges(bank.pipeline())
+
+
+def test_a_transform_not_materialized_is_an_asset_that_says_so(tmp_path: Path) -> None:
+    pipeline = bank.pipeline(rings=False, materialize=False)
+    defs = build_definitions([pipeline], ledger=LedgerResource(path=str(tmp_path / "l.duckdb")))
+    assert parents(defs, "bank") == edges(pipeline)  # its lineage is the same
+    node = defs.resolve_asset_graph().get(stage_key("bank", "valid_cards"))
+    assert node.metadata["materialized"] is False
+    assert "not materialized: recomputed inside each stage that reads it" in (
+        node.description or ""
+    )
+    movements = defs.resolve_asset_graph().get(stage_key("bank", "movements"))
+    assert "materialized" not in movements.metadata
