@@ -133,9 +133,10 @@ def region_totals(df: DataFrame) -> DataFrame:
     return df.groupBy("region").agg(F.sum("amount_cents").alias("total_cents"))
 
 
-def pipeline(rings: bool = True, *, materialize: bool = True) -> Pipeline:
+def pipeline(rings: bool = True, *, materialize: bool = True, partial: bool = True) -> Pipeline:
     """The bank pipeline (``rings=False`` leaves out the iterative stage; ``materialize=False``
-    leaves the validations unwritten: ``movements`` applies them to the sources' files)."""
+    leaves the validations unwritten: ``movements`` applies them to the sources' files;
+    ``partial=False`` keeps every account's balance, as a full stateful stage)."""
     bank = Pipeline("bank")
     cards = bank.source(
         "card_payments", schema=CARD_PAYMENTS, workers=WORKERS["card_payments"], key=["payment_id"]
@@ -159,7 +160,7 @@ def pipeline(rings: bool = True, *, materialize: bool = True) -> Pipeline:
         key=["account_id"],
         schema=BALANCES,
         update=update_balances,
-        partial=True,
+        partial=partial,
     )
     enriched = bank.join("enriched", movements, accounts, on=["account_id"])
     bank.transform("region_totals", enriched, fn=region_totals)
