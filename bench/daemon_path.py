@@ -5,8 +5,10 @@ a ``dagster dev`` on the project's workspace, with an instance directory of its 
 project's ``dagster.yaml`` (without its ``run_launcher`` for the default one), a state directory
 of its own, ``EPOCHGATE_SENSOR_INTERVAL`` and ``EPOCHGATE_SPARK`` set: the same Spark master
 for every side. Each epoch's inputs are sent and every worker advances; the clock starts at the
-last advance and stops when the ledger has every stage of the epoch done (polled every 0.2 s).
-Then the direct side: the same epochs through ``Runtime.run()`` (what ``epochgate run`` does),
+last advance and stops when the ledger has every stage of the epoch done.
+The end of an epoch is when its last stage run finished, as the ledger recorded it (asked
+once the epoch's Dagster runs have ended, so polling never contends with their commits). Then
+the direct side: the same epochs through ``Runtime.run()`` (what ``epochgate run`` does),
 timed from the last advance too. The first ``warmup`` epochs of each side are not counted.
 
 Printed per side: each epoch's seconds and the median; for the daemon sides, where the seconds
@@ -31,7 +33,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -59,7 +61,7 @@ LAUNCHERS = ("default", "warm")
 STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
 DIRECT_FACTOR = 1.5
 SENSOR = "sensor (last advance to the first run queued)"
-AFTER = "the rest (between runs, ledger poll)"
+AFTER = "the rest (< 0: the runs end after their last commit)"
 
 
 @dataclass
@@ -106,6 +108,24 @@ def send_epoch(rt: Runtime, data: DemoData, epoch: int) -> float:
 def all_done(ledger: Ledger, epoch: int) -> bool:
     status = {s.stage: s.done for s in ledger.status("bank") if not s.is_input}
     return all(epoch in status[stage] for stage in STAGES)
+
+
+def runs_idle(instance: dg.DagsterInstance, epoch: int) -> bool:
+    """Whether the epoch has runs and none of them is queued or running (cheap to ask often:
+    the ledger is asked only then, so polling does not contend with the runs' commits)."""
+    runs = instance.get_runs(dg.RunsFilter(tags={EPOCH_TAG: str(epoch)}))
+    return bool(runs) and all(r.is_finished for r in runs)
+
+
+def committed_at(ledger: Ledger, epoch: int) -> float:
+    """When the last stage run of ``epoch`` finished, as the ledger recorded it (Unix time)."""
+    last = max(
+        r.finished_at
+        for stage in STAGES
+        for r in ledger.history("bank", stage, epoch).runs
+        if r.status == "succeeded" and r.finished_at is not None
+    )
+    return last.replace(tzinfo=UTC).timestamp() if last.tzinfo is None else last.timestamp()
 
 
 def instance_dir(root: Path, launcher: str) -> Path:
@@ -228,9 +248,12 @@ def daemon_side(  # noqa: PLR0917 (one side's setting)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             for epoch in range(epochs):
                 advanced = send_epoch(rt, data, epoch)
-                wait_for(partial(all_done, ledger, epoch), f"{launcher}: epoch {epoch}", 900)
-                took = time.time() - advanced
-                wait_for(lambda: not unfinished(instance), f"{launcher}: epoch {epoch}'s runs", 120)
+
+                def finished(e: int = epoch) -> bool:
+                    return runs_idle(instance, e) and all_done(ledger, e)
+
+                wait_for(finished, f"{launcher}: epoch {epoch}", 900)
+                took = committed_at(ledger, epoch) - advanced
                 done = epoch_parts(instance, epoch, advanced, took)
                 measured.epochs.append(done)
                 print(
@@ -239,10 +262,6 @@ def daemon_side(  # noqa: PLR0917 (one side's setting)
     finally:
         stop_dev(dev)
     return measured
-
-
-def unfinished(instance: dg.DagsterInstance) -> bool:
-    return any(not r.is_finished for r in instance.get_runs())
 
 
 def direct_side(root: Path, data: DemoData, spark: SparkSession, epochs: int) -> Measured:
@@ -340,6 +359,8 @@ def run(
     ]
     direct = direct_side(root, data, spark, total)
     lines, met = report(direct, sides, interval, warmup)
+    load = os.getloadavg()[0]
+    lines.append(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} cores")
     print("\n".join(lines), flush=True)
     if results is not None:
         body = "\n".join(

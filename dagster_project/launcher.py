@@ -212,8 +212,16 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         else:
             self._instance.report_run_failed(run, f"Run failed: {why}.")
 
-    def _hand(self, run: dg.DagsterRun, worker: Worker) -> None:
+    def _hand(self, run: dg.DagsterRun, worker: Worker | None = None) -> None:
+        """Give ``run`` to ``worker``, or (none given, or gone meanwhile) to the live worker
+        with the fewest runs, starting the pool first if it is not full."""
         with self._lock:
+            if self._closed:
+                raise dg.DagsterInvariantViolationError("WarmRunLauncher: launched after dispose")
+            if worker is None or worker not in self._pool:
+                while len(self._pool) < self.workers:
+                    self._pool.append(self._spawn())
+                worker = min(self._pool, key=lambda w: len(w.runs))
             worker.runs.append(run.run_id)
             self._owner[run.run_id] = worker
         self._instance.add_run_tags(run.run_id, {WORKER_TAG: str(worker.pid)})
@@ -225,13 +233,7 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
     # -- RunLauncher --------------------------------------------------------------------------
 
     def launch_run(self, context: LaunchRunContext) -> None:
-        with self._lock:
-            if self._closed:
-                raise dg.DagsterInvariantViolationError("WarmRunLauncher: launched after dispose")
-            while len(self._pool) < self.workers:
-                self._pool.append(self._spawn())
-            worker = min(self._pool, key=lambda w: len(w.runs))
-        self._hand(context.dagster_run, worker)
+        self._hand(context.dagster_run)
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)

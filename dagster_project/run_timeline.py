@@ -4,12 +4,12 @@
         print(f"{part.label}: {part.seconds:.2f}s")
 
 The marks, in the order a run passes them (a mark the run has no event for is skipped, its time
-counted in the part before it): queued (``RUN_ENQUEUED``), taken off the queue
-(``RUN_DEQUEUED``), launched (``RUN_STARTING``), in its process (the engine event ``Started
-process for run``: the process has started and imported Dagster), started (``RUN_START``: the
-job is loaded and its plan made), first step started, first stage materialized (resources, the
-Spark session and the first stage), last step ended (the later stages), ended (``RUN_SUCCESS``,
-``RUN_FAILURE`` or ``RUN_CANCELED``).
+counted in the part after it): queued (``RUN_ENQUEUED``), launched (``RUN_STARTING``: the
+daemon's run queue took it and handed it to the run launcher), in its process (the engine
+event ``Started process for run``: the process has started and imported Dagster), started
+(``RUN_START``: the job is loaded and its plan made), first step started, first stage
+materialized (resources, the Spark session and the first stage), last step ended (the later
+stages), ended (``RUN_SUCCESS``, ``RUN_FAILURE`` or ``RUN_CANCELED``).
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ class Mark:
 
 MARKS = (
     Mark("queued", of_type(EVENT.RUN_ENQUEUED)),
-    Mark("waiting in the run queue", of_type(EVENT.RUN_DEQUEUED)),
-    Mark("launching", of_type(EVENT.RUN_STARTING)),
+    Mark("in the run queue until launched", of_type(EVENT.RUN_STARTING)),
     Mark("until its process has it (start, imports)", in_process),
     Mark("loading the job, planning", of_type(EVENT.RUN_START)),
     Mark("to the first step", of_type(EVENT.STEP_START)),

@@ -37,7 +37,7 @@ def test_the_daemon_part_prints_the_direct_and_daemon_times_and_the_goal(
     assert daemon is not None, out
     assert "goal <= 1 + 1.5 x " in daemon
     assert daemon.endswith((": met", ": NOT met"))
-    for part in ("sensor (last advance", "waiting in the run queue", "the later stages"):
+    for part in ("sensor (last advance", "in the run queue until launched", "the later stages"):
         assert part in out, f"{part!r} not in the breakdown:\n{out}"
     written = results.read_text()
     assert "<!-- bench_dagster:start -->" in written
