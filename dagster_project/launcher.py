@@ -36,16 +36,17 @@ from pathlib import Path
 from typing import IO, Any
 
 import dagster as dg
-from dagster._config.config_schema import UserConfigSchema
-from dagster._core.launcher.base import (
-    CheckRunHealthResult,
-    LaunchRunContext,
-    RunLauncher,
-    WorkerStatus,
-)
-from dagster._serdes import ConfigurableClass, ConfigurableClassData, serialize_value
 
 from dagster_project import run_worker
+from dagster_project.internals import (
+    CheckRunHealthResult,
+    ConfigurableClass,
+    ConfigurableClassData,
+    LaunchRunContext,
+    RunLauncher,
+    UserConfigSchema,
+    WorkerStatus,
+)
 from dagster_project.names import WORKER_TAG
 
 __all__ = ["WarmRunLauncher"]
@@ -142,7 +143,7 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         env = dict(os.environ)
         env[run_worker.PRELOAD_ENV] = ",".join(self.preload)
         env[run_worker.SPARK_ENV] = "1" if self.spark else "0"
-        ref = serialize_value(self._instance.get_ref())
+        ref = dg.serialize_value(self._instance.get_ref())
         process = subprocess.Popen(
             [sys.executable, "-m", run_worker.__name__, ref],
             stdin=subprocess.PIPE,

@@ -23,10 +23,9 @@ import sys
 import time
 from typing import IO, TYPE_CHECKING
 
-from dagster._cli.api import _execute_run_command_body  # the body of `dagster api execute_run`
-from dagster._core.instance import DagsterInstance, InstanceRef
-from dagster._core.storage.dagster_run import DagsterRunStatus
-from dagster._serdes import deserialize_value
+import dagster as dg
+
+from dagster_project.internals import InstanceRef, execute_run_body
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,7 +76,9 @@ def say(out: IO[str], *words: str) -> None:
     out.flush()
 
 
-def serve(instance: DagsterInstance, commands: IO[str], answers: IO[str], spark: WarmSpark) -> None:
+def serve(
+    instance: dg.DagsterInstance, commands: IO[str], answers: IO[str], spark: WarmSpark
+) -> None:
     """Execute each run id read from ``commands`` until it ends."""
     say(answers, READY)
     while line := commands.readline():
@@ -85,17 +86,15 @@ def serve(instance: DagsterInstance, commands: IO[str], answers: IO[str], spark:
         if not run_id:
             continue
         run = instance.get_run_by_id(run_id)
-        if run is None or run.status != DagsterRunStatus.STARTING:
-            if run is not None and run.status == DagsterRunStatus.CANCELING:
+        if run is None or run.status != dg.DagsterRunStatus.STARTING:
+            if run is not None and run.status == dg.DagsterRunStatus.CANCELING:
                 instance.report_run_canceled(run, "Run cancelled before its worker started it.")
             say(answers, END, run_id)  # not ours to execute (any more)
             continue
         say(answers, START, run_id)
         spark.check()
         try:
-            _execute_run_command_body(
-                run_id, instance, lambda _event: None, set_exit_code_on_failure=False
-            )
+            execute_run_body(run_id, instance, lambda _event: None, set_exit_code_on_failure=False)
         finally:
             spark.used = time.monotonic()
             say(answers, END, run_id)
@@ -107,13 +106,13 @@ def main(argv: list[str]) -> None:
     # The protocol keeps the real stdout; whatever else is printed goes to stderr.
     answers = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
-    ref = deserialize_value(argv[0], InstanceRef)
+    ref = dg.deserialize_value(argv[0], InstanceRef)
     for module in filter(None, os.environ.get(PRELOAD_ENV, "").split(",")):
         importlib.import_module(module.strip())
     spark = WarmSpark()
     if os.environ.get(SPARK_ENV) == "1":
         spark.open()
-    with DagsterInstance.from_ref(ref) as instance:
+    with dg.DagsterInstance.from_ref(ref) as instance:
         serve(instance, sys.stdin, answers, spark)
 
 
