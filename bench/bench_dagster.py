@@ -1,8 +1,11 @@
-"""Dagster vs ``epochgate run`` on the bank pipeline; the frontier sensor's tick on a long ledger.
+"""Dagster vs ``epochgate run`` on the bank pipeline; the frontier sensor's tick on a long ledger;
+epochs under the real Dagster daemon.
 
-    .venv/bin/python bench/bench_dagster.py [--part a|b|all]
+    .venv/bin/python bench/bench_dagster.py [--part a|b|c|all]
         [--rows 1000000] [--epochs 3] [--warmup 2] [--accounts 100000] [--no-rings]
         [--spark sc://HOST:PORT] [--tick-epochs 1000] [--tick-stages 20] [--ticks 30] [--profile]
+        [--interval 5] [--daemon-rows 2000] [--daemon-epochs 3] [--daemon-warmup 1]
+        [--launchers default,warm] [--results bench/RESULTS.md]
 
 Part A, per epoch: the same seeded bank inputs go to two ledgers, each with its own data
 directory, and both sides use one Spark Connect server (``local[2]``) that this benchmark starts
@@ -30,6 +33,11 @@ flight, and after a first tick every epoch's partition. Prints the median and p9
 ``--ticks`` sensor evaluations (goal < 200 ms) and of their parts, timed in turns with them:
 opening the ledger, ``read_tick`` (and ``ledger.status`` in it), ``in_flight_stages`` and the
 instance's partitions.
+
+Part C, the daemon path (``bench/daemon_path.py``): epochs under ``dagster dev`` with Dagster's
+default run launcher and with the project's warm one, against ``epochgate run`` on the same
+Spark Connect server; where a run's seconds go; the goal (sensor interval + 1.5x the direct
+time). It writes the ``bench_dagster`` section of ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import daemon_path
 import dagster as dg
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -566,7 +575,7 @@ def profile(driver: Driver, n: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["a", "b", "all"], default="all")
+    parser.add_argument("--part", choices=["a", "b", "c", "all"], default="all")
     parser.add_argument("--rows", type=positive, default=GOAL_ROWS, help="rows per epoch (a)")
     parser.add_argument("--epochs", type=positive, default=3, help="epochs counted (a)")
     parser.add_argument(
@@ -583,12 +592,15 @@ def main() -> None:
     parser.add_argument("--tick-stages", type=positive, default=20, help="stages (b)")
     parser.add_argument("--ticks", type=positive, default=30, help="ticks timed (b)")
     parser.add_argument("--profile", action="store_true", help="cProfile the ticks (b)")
+    daemon_path.add_options(parser)
     args = parser.parse_args()
     started = time.perf_counter()
     if args.part in ("a", "all"):
         part_a(args)
     if args.part in ("b", "all"):
         part_b(args)
+    if args.part in ("c", "all"):
+        daemon_path.part_c(args)
     print(f"wall time {time.perf_counter() - started:.0f}s")
 
 

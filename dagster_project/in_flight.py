@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-# The one import of Dagster's private API: a backfill's status enum is not exported publicly in
-# Dagster 1.13, and ``instance.get_backfills(status=...)`` takes only that enum.
-from dagster._core.execution.backfill import BulkActionStatus
-
 from dagster_project.assets import stage_asset_keys
+
+# A backfill's status enum is not exported publicly in Dagster 1.13, and
+# ``instance.get_backfills(status=...)`` takes only that enum.
+from dagster_project.internals import BulkActionStatus
 from dagster_project.names import PARTITION_TAG, job_name
 from dagster_project.partitions import EpochKeyError, key_epoch
 from pipelines.dataflow import Pipeline

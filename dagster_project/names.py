@@ -17,6 +17,8 @@ EPOCH_TAG = "epochgate/epoch"
 """Run tag: the epoch a run was requested for (an int, also the run's partition)."""
 UPQUERY_TAG = "epochgate/upquery"
 """Run tag of an upquery run: the partial stage whose pending reads it fills."""
+WORKER_TAG = "epochgate/run_worker"
+"""Run tag of a run ``WarmRunLauncher`` launched: the pid of the warm worker executing it."""
 
 LEDGER_CHECK = "ledger_consistent"
 """The asset check of every stage: the ledger agrees with the materialized epoch."""

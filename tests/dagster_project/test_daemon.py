@@ -2,14 +2,14 @@
 
 Two tiny epochs are done before Dagster starts (the CLI's way). Then, at once: a backfill of
 every stage over their 2 partitions is launched over GraphQL (the backfill daemon runs it, a run
-per partition, each in one process), and two new epochs are sent and every source closes, which
-only the frontier sensor (ticking every 2 s) acts on. The daemon launches each run in its own
-process, at most two at once (the ``spark`` pool's limit in the project's ``dagster.yaml``), on
-one Spark Connect server. The ledger must end with every stage done at every epoch and none
-stale, every backfilled output replaced, every Dagster run succeeded, the outputs equal to the
-DuckDB-SQL oracle (nothing counted twice), and the asset graph the UI serves equal to the
-pipeline's edges. ``dagster dev`` and everything it started are stopped by process group, and
-nothing is left on the ports.
+per partition), and two new epochs are sent and every source closes, which only the frontier
+sensor (ticking every 2 s) acts on. The daemon hands each run to one of two warm run workers
+(the launcher in the project's ``dagster.yaml``), at most two at once (the ``spark`` pool's
+limit there), on one Spark Connect server. The ledger must end with every stage done at every
+epoch and none stale, every backfilled output replaced, every Dagster run succeeded, the outputs
+equal to the DuckDB-SQL oracle (nothing counted twice), and the asset graph the UI serves equal
+to the pipeline's edges. ``dagster dev`` and everything it started are stopped by process group,
+and nothing is left on the ports.
 """
 
 from __future__ import annotations
@@ -45,14 +45,6 @@ pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 
 STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
-FAST_QUEUE = """
-run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
-  config:
-    dequeue_interval_seconds: 1
-"""
-"""Added to the test instance's settings: the queue launches a run within a second (not five)."""
 
 
 @contextmanager
@@ -63,9 +55,7 @@ def running_dagster_dev(tmp_path: Path) -> Iterator[tuple[DagsterDev, Path]]:
     state = tmp_path / "home"
     connect_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
-    dagster_home = instance_home(tmp_path)  # with the project's dagster.yaml
-    with (dagster_home / "dagster.yaml").open("a") as config:
-        config.write(FAST_QUEUE)
+    dagster_home = instance_home(tmp_path)  # the project's dagster.yaml: warm run workers
     env |= {
         "DAGSTER_HOME": str(dagster_home),
         "EPOCHGATE_HOME": str(state),
@@ -120,8 +110,8 @@ def most_at_once(runs: list[dict[str, Any]]) -> int:
 BACKFILLED = range(2)
 ARRIVING = (2, 3)
 """Enough runs (a backfill run per partition, at least a sensor run per new epoch: four or
-more) for the pool's limit of two to hold some back, the two kinds overlapping; each run is a
-process of its own, several seconds."""
+more) for the pool's limit of two to hold some back, the two kinds overlapping; each run takes
+a few seconds."""
 LAUNCH_BACKFILL = """
 mutation Launch($params: LaunchBackfillParams!) {
   launchPartitionBackfill(backfillParams: $params) {
