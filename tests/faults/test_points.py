@@ -29,7 +29,8 @@ from tests.faults.scenario import (
     send_epoch,
 )
 
-pytestmark = [pytest.mark.faults, pytest.mark.spark]
+# A campaign is long on a loaded machine (each kill starts a JVM): past the suite's 600 s.
+pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.timeout(3600)]
 
 ACCOUNTS = 10
 KEYS = ",".join(str(k) for k in range(ACCOUNTS))
@@ -54,9 +55,15 @@ def _filled(rt: Runtime, epoch: int) -> None:
 
 
 def _before(stage: str) -> Callable[[Runtime, int], None]:
-    """Run what ``stage`` reads at every epoch through this one (those a late file held back
-    included; the done ones are done already)."""
-    return lambda rt, epoch: run_before(rt, stage, range(epoch + 1))
+    """Run what ``stage`` reads at every epoch through this one, and ``stage`` itself before it
+    (those a late file held back included; the done ones are done already)."""
+
+    def prepare(rt: Runtime, epoch: int) -> None:
+        run_before(rt, stage, range(epoch + 1))
+        for earlier in range(epoch):  # it runs its epochs in order
+            rt.run_stage(stage, earlier)
+
+    return prepare
 
 
 @dataclass(frozen=True)
@@ -91,11 +98,28 @@ RELEASE_AT = 3
 """The epoch at which the worker holding the late epoch (2) sends its late file."""
 
 
+def materialized(home: Home, rt: Runtime, epoch: int) -> None:
+    """Dagster has recorded a materialization of every stage the ledger has done at ``epoch``
+    (a run of the partition again records the one its killed run committed but never
+    reported)."""
+    import dagster as dg
+
+    from dagster_project.names import stage_key
+    from dagster_project.partitions import epoch_key
+
+    instance = dg.DagsterInstance.local_temp(str(home.root / "dagster"))
+    for stage, spec in rt.pipeline.stages.items():
+        if not spec.is_source and epoch in rt.ledger.done_epochs(rt.pipeline.name, stage):
+            shown = instance.get_materialized_partitions(stage_key(rt.pipeline.name, stage))
+            assert epoch_key(epoch) in shown, stage
+
+
 def recover(home: Home, rt: Runtime, rebank: Runtime, action: tuple[str, ...]) -> None:
     """The killed action again, without the fault, then every run that is due."""
     name, args = action[0], action[1:]
     if name == "dagster":
         dagster_run(home, int(args[0]))
+        materialized(home, rt, int(args[0]))
     elif name == "stage":
         rt.run_stage(args[0], int(args[1]))
     elif name == "lookup":

@@ -30,7 +30,8 @@ from tests.faults.scenario import (
     send_epoch,
 )
 
-pytestmark = [pytest.mark.faults, pytest.mark.spark]
+# A campaign is long on a loaded machine (each kill starts a JVM): past the suite's 600 s.
+pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.timeout(3600)]
 
 ACCOUNTS = 8
 RUN_POINTS = [
