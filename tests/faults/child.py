@@ -40,6 +40,7 @@ def dagster_run(home: Home, epoch: int) -> None:
         spark=SparkResource(master="local[2]", conf=CONF),
         ledger=LedgerResource(path=str(home.ledger_path), data_dir=str(home.root / "data")),
     )
+    (home.root / "dagster").mkdir(exist_ok=True)
     instance = dg.DagsterInstance.local_temp(str(home.root / "dagster"))
     instance.add_dynamic_partitions(partitions_name("bank"), [epoch_key(epoch)])
     job = defs.resolve_job_def(job_name("bank"))
