@@ -83,6 +83,10 @@ bench: $(STAMP) ## Run the benchmarks (BENCH_SIZE=full: full sizes; the dev extr
 	$(BIN)/python bench/bench_capture.py
 	$(BIN)/python bench/bench_peers.py
 
+.PHONY: faults
+faults: $(STAMP) system ## Kill bank at every fault point and at random (FAULTS=full), check, write bench/RESULTS.md
+	FAULTS=full FAULTS_RESULTS=bench/RESULTS.md $(BIN)/pytest -q -m faults tests/faults tests/progress/test_faults.py
+
 .PHONY: clean
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .hypothesis

@@ -44,6 +44,8 @@ from dagster_project.resources import (
 from pipelines.dataflow import Pipeline, Stage
 from pipelines.errors import BackfillIncompleteError, PipelineError, StageNotReadyError
 from pipelines.runtime import RunResult, RunStatus, Runtime
+from progress import faults
+from progress.faults import FaultPoint
 from progress.ledger import Ledger
 
 KINDS = {"spark"}
@@ -244,6 +246,7 @@ class StageRun:
                 metadata = done.metadata()
                 if self.pipeline.stage(stage).partial is not None:
                     metadata |= state_metadata(runtime.state_info(stage))
+                faults.reach(FaultPoint.BEFORE_MATERIALIZATION)
                 yield dg.MaterializeResult(
                     asset_key=key, metadata=metadata, data_version=done.data_version()
                 )

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from progress import faults
 from progress.capture import (
     DataFile,
     Event,
@@ -52,6 +53,7 @@ from progress.capture import (
     StreamChecker,
     StreamError,
 )
+from progress.faults import FaultPoint
 
 FORMAT = "epochgate-capture"
 VERSION = 1
@@ -369,9 +371,16 @@ def length(directory: str | Path) -> int:
 
 
 def _append(path: Path, lines: Sequence[bytes]) -> None:
+    data = b"".join(lines)
+    # Armed, the write is torn in two around the fault point, as a kill inside it would tear it.
+    cut = len(data) // 2 if faults.armed_at(FaultPoint.CAPTURE_APPEND) else len(data)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.write(fd, b"".join(lines))
+        os.write(fd, data[:cut])
+        if cut < len(data):
+            os.fsync(fd)
+            faults.reach(FaultPoint.CAPTURE_APPEND)
+            os.write(fd, data[cut:])
         os.fsync(fd)
     finally:
         os.close(fd)

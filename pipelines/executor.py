@@ -27,7 +27,8 @@ from pipelines.spark import LazySpark, SparkFactory
 from pipelines.stages import Stage
 from pipelines.storage import DataStore, new_attempt
 from pipelines.work import Produced, Resolved, StageWork
-from progress import Time, Tracker, Update
+from progress import Time, Tracker, Update, faults
+from progress.faults import FaultPoint
 from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, RunKind
 from state_store import KeyedState
 
@@ -220,6 +221,7 @@ class Executor:
             raise StageFailedError(run.stage.name, run.epoch, first_line(err)) from err
         finally:
             run.work.clean()
+        faults.reach(FaultPoint.ATTEMPT_WRITTEN)
         return Worked(run, produced)
 
     # -- finish --------------------------------------------------------------------------------
@@ -252,6 +254,7 @@ class Executor:
             if produced.abandoned is not None:
                 produced.abandoned()
             return RunResult(stage.name, epoch, RunStatus.DONE_ALREADY)
+        faults.reach(FaultPoint.BEFORE_PUBLISH)
         if produced.committed is not None:
             produced.committed()
         return RunResult(

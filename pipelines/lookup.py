@@ -143,6 +143,17 @@ class KeyedReads:
         """A key as users give it: a scalar for a one-column key."""
         return key[0] if len(spec.key) == 1 else key
 
+    def _settle(self, spec: KeyedStage) -> None:
+        """Make the state show every epoch the ledger has committed: a run killed between its
+        ledger commit and its state's left its rows staged, and the stage's next run would
+        settle them only then."""
+        ledger, p = self.rt.ledger, self._p
+
+        def committed(epoch: int, attempt: str) -> bool:
+            return any(m.attempt == attempt for m in ledger.message(p, spec.name, 0, epoch))
+
+        self.rt.state.settle_committed(p, spec.name, spec.key, committed)
+
     def last_epoch(self, spec: KeyedStage) -> int | None:
         return self.upquery.last_epoch(spec.name)
 
@@ -156,6 +167,7 @@ class KeyedReads:
             raise StateReadError(stage, f"as_of must be an epoch (an int >= 0): {as_of!r}")
         partial = spec.partial is not None
         mark = spec.partial is not None and spec.partial.max_keys is not None  # least recent
+        self._settle(spec)
         read = self.partial.read(self._p, stage, spec.key, asked, as_of, partial=partial, mark=mark)
         last = read.last_epoch
         if last is not None and (as_of is None or as_of <= last):

@@ -24,6 +24,7 @@ from pipelines.errors import InputValidationError, PipelineError
 from pipelines.file_inputs import check_file
 from pipelines.replay_source import ReplayStage
 from pipelines.storage import new_attempt
+from progress import faults
 from progress.capture import (
     Messages,
     Progress,
@@ -31,6 +32,7 @@ from progress.capture import (
     Rule,
     StreamError,
 )
+from progress.faults import FaultPoint
 from progress.ledger import MessageEntry
 from progress.ledger.replays import Feed, Place, Progressed, Revise, Send, Step
 
@@ -99,6 +101,7 @@ def _replay_source(rt: Bound, stage: ReplayStage) -> int:
                     Feed(i, _step(rt, stage, stream, i, made))
                     for i in range(first, min(first + GROUP, len(events)))
                 ]
+                faults.reach(FaultPoint.REPLAY_STEP)
                 fed += rt.ledger.feed_replay(p, place, feeds, capability)
             except BaseException:
                 for path in made:

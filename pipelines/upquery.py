@@ -45,7 +45,8 @@ from pipelines import key_scan
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.families import chain
 from pipelines.stages import KeyedStage
-from progress import Target
+from progress import Target, faults
+from progress.faults import FaultPoint
 from state_store import Key, PartialKeys
 
 if TYPE_CHECKING:
@@ -208,6 +209,7 @@ class Upquery:
             pq.write_table(_keys_table(spec, keys, table.schema), path / "keys.parquet")
             if name != members[0]:  # the stage below re-derives from these rows
                 history = self.rt.spark.createDataFrame(table)
+            faults.reach(FaultPoint.UPQUERY_FILL)
             self.partial.fill(
                 self._p,
                 name,

@@ -325,3 +325,12 @@ class CaptureError(LedgerError):
         self.stage = stage
         where = f"pipeline {pipeline!r}" + (f", stage {stage!r}" if stage else "")
         super().__init__(f"{where}, capture {directory}: {text}")
+
+
+class FaultSpecError(EpochgateError, ValueError):
+    """An ``EPOCHGATE_FAULT`` setting that names no fault point or a count below 1."""
+
+    def __init__(self, value: str, reason: str) -> None:
+        self.value = value
+        self.reason = reason
+        super().__init__(f"EPOCHGATE_FAULT={value!r}: {reason}; no fault point was armed")

@@ -354,6 +354,24 @@ class KeyedState:
             else:
                 self.abandon(pipeline, stage, attempt)
 
+    def settle_committed(
+        self, pipeline: str, stage: str, key: Sequence[str], committed: Callable[[int, str], bool]
+    ) -> int:
+        """Before a read: commit the staged attempts the ledger committed (a run killed after
+        its ledger commit, before its state's), and leave the others (a run may be writing
+        them; ``reconcile`` drops them under the writer lock). Returns how many it committed;
+        with none staged, it costs one read of the attempts table."""
+        with self.connect(reading=True) as con:
+            pending = con.execute(
+                "SELECT epoch, attempt FROM attempts "
+                "WHERE pipeline = ? AND stage = ? AND NOT committed ORDER BY epoch",
+                [pipeline, stage],
+            ).fetchall()
+        found = [attempt for epoch, attempt in pending if committed(epoch, attempt)]
+        for attempt in found:
+            self.commit(pipeline, stage, key, attempt)
+        return len(found)
+
     def abandon(self, pipeline: str, stage: str, attempt: str) -> None:
         """Forget a staged attempt that will never be committed."""
         history = ident(pipeline, stage, "history")

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from progress import faults
+from progress.faults import FaultPoint
 from state_store.keyed import COUNTERS, KeyedState, ident, parquet
 
 Key = tuple[Any, ...]
@@ -345,6 +347,7 @@ class PartialKeys:
                         )
                     if removed:
                         self._count(con, pipeline, stage, evictions=int(removed))
+                    faults.reach(FaultPoint.EVICTION)  # inside the transaction: none is gone
             con.execute("DROP TABLE IF EXISTS temp.victims")
             con.execute("DROP TABLE IF EXISTS temp.asked")
         return victims

@@ -15,7 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from progress import faults
 from progress.errors import LedgerSchemaError, UnregisteredPipelineError
+from progress.faults import FaultPoint
 from progress.graph import Graph
 from progress.ledger.engine import AttachedFile
 from progress.ledger.schema import VERSION, current_version, migrate
@@ -179,6 +181,7 @@ class Sessions:
             try:
                 yield s
                 captured = s.captured(s.written) if s.written else set()
+                faults.reach(FaultPoint.LEDGER_TRANSACTION)  # every write made, no COMMIT
             except BaseException:
                 s.con.execute("ROLLBACK")
                 s.forget()
