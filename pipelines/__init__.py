@@ -14,7 +14,9 @@ from pipelines.clock import AfterEpochEnd, ClockError, CloseRule, DoneMarkers, E
 from pipelines.dataflow import Pipeline, Stream
 from pipelines.errors import (
     BackfillIncompleteError,
+    InputChangedError,
     InputValidationError,
+    InvalidEpochError,
     PipelineDefinitionError,
     PipelineError,
     RunFailedError,
@@ -89,6 +91,8 @@ __all__ = [
     "PipelineError",
     "PipelineDefinitionError",
     "InputValidationError",
+    "InputChangedError",
+    "InvalidEpochError",
     "StageNotReadyError",
     "StageFailedError",
     "StateReadError",

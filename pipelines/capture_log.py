@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from progress import faults
@@ -152,6 +152,8 @@ def _event(stream: str, index: int, obj: dict[str, Any]) -> Event:
             DataFile(str(f["path"]), int(f["rows"]), int(f["bytes"]), str(f["sha256"]))
             for f in obj["files"]
         )
+        for f in files:
+            _inside(stream, index, f.path)
         if kind == "messages":
             return Messages(obj["time"], files)
         if kind == "revision":
@@ -159,6 +161,14 @@ def _event(stream: str, index: int, obj: dict[str, Any]) -> Event:
     except (KeyError, TypeError, ValueError) as err:
         raise StreamError(stream, index, Rule.CORRUPT, f"malformed event: {err}") from err
     raise StreamError(stream, index, Rule.CORRUPT, f"unknown event kind {kind!r}")
+
+
+def _inside(stream: str, index: int, path: str) -> None:
+    """Refuse a data file's path that is absolute or climbs out (``..``): a stream names only
+    files inside its own directory, so a replay never reads or links anything else."""
+    parts = PurePosixPath(path).parts
+    if not parts or PurePosixPath(path).is_absolute() or ".." in parts or "\\" in path:
+        raise StreamError(stream, index, Rule.ESCAPING_PATH, repr(path))
 
 
 def _parse(stream: str, index: int | None, raw: bytes) -> dict[str, Any]:
@@ -303,8 +313,11 @@ def check_files(directory: Path, index: int, event: Event) -> None:
     its recorded size and SHA-256."""
     if isinstance(event, Progress):
         return
+    root = directory.resolve()
     for f in event.files:
         path = directory / f.path
+        if not path.resolve().is_relative_to(root):  # a link inside that points out
+            raise StreamError(str(directory), index, Rule.ESCAPING_PATH, repr(f.path))
         if not path.is_file() or path.stat().st_size != f.bytes or sha256(path) != f.sha256:
             raise StreamError(str(directory), index, Rule.DATA_MISSING, f.path)
 

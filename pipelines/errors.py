@@ -80,8 +80,9 @@ class InputValidationError(PipelineError, ValueError):
         super().__init__(f"{', '.join(parts)}: {reason}; nothing was committed")
 
     def of_worker(self, pipeline: str, worker: int) -> InputValidationError:
-        """The same error, naming the pipeline and the input worker whose data it is."""
-        return InputValidationError(
+        """The same error (of the same class), naming the pipeline and the input worker whose
+        data it is."""
+        return type(self)(
             self.stage,
             self.epoch,
             self.reason,
@@ -89,6 +90,26 @@ class InputValidationError(PipelineError, ValueError):
             column=self.column,
             worker=worker,
             pipeline=pipeline,
+        )
+
+
+class InputChangedError(InputValidationError):
+    """An input file (or a file of an input directory) that changed while it was being sent:
+    its size, times or inode differed after it was copied. What was copied may mix two
+    versions, so nothing was committed; send it again once its writer is done (a writer that
+    writes a new file and renames it over the old one never causes this)."""
+
+
+class InvalidEpochError(PipelineError, ValueError):
+    """An epoch given to a stage's run, read, revision or backfill that is not an epoch (an
+    int in 0 .. ``MAX_EPOCH``); nothing was run or read."""
+
+    def __init__(self, stage: str, epoch: object, reason: str) -> None:
+        self.stage = stage
+        self.epoch = epoch
+        self.reason = reason
+        super().__init__(
+            f"stage {stage!r}: {epoch!r} is not an epoch ({reason}); nothing was run or read"
         )
 
 

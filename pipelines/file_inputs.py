@@ -38,14 +38,21 @@ SPARK_TYPE_OF_ARROW = {
 
 
 def check_file(
-    stage: str, epoch: Time, path: Path, schema: StructType, key: tuple[str, ...]
+    stage: str,
+    epoch: Time,
+    path: Path,
+    schema: StructType,
+    key: tuple[str, ...],
+    *,
+    name: str | None = None,
 ) -> pa.Table | None:
     """The file's rows if it fits ``schema`` and can be copied as is (or written sorted:
     ``pipelines.layout``); ``None`` if Spark must judge it. Raises ``InputValidationError``
-    naming the column when it does not fit."""
+    naming the column and the file (``name``, default ``path``: the file the user gave when
+    ``path`` is a copy of it) when it does not fit."""
     if not path.is_file():
         return None
-    file = str(path)
+    file = name or str(path)
     try:
         table = pq.read_table(path)
     except Exception as err:

@@ -18,6 +18,7 @@ caller: advancing to the epoch the worker is at does nothing, below it raises
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from functools import reduce
@@ -31,6 +32,7 @@ from pipelines.file_inputs import check_file
 from pipelines.layout import sort_key, write_sorted, writer
 from pipelines.replay_source import ReplayStage
 from pipelines.schema_check import check_columns
+from pipelines.snapshot import snapshot
 from pipelines.stages import DimensionStage, SourceStage
 from pipelines.storage import DataStore, new_attempt
 from progress import Graph, InputHandle, Time
@@ -198,20 +200,37 @@ class SourceInput:
 
     def _validated(self, epoch: Time, data: DataFrame | str | Path) -> MessageEntry:
         rt = self.runtime
-        file = None
-        if isinstance(data, str | Path):
-            file = str(data)
-            if not Path(file).exists():
-                raise InputValidationError(self.source, epoch, "no such file", file=file)
-            table = check_file(self.source, epoch, Path(file), self._stage.schema, self._stage.key)
+        attempt = new_attempt()
+        path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
+        if not isinstance(data, str | Path):
+            return self._written(epoch, data, None, path, attempt)
+        file = str(data)
+        if not Path(file).exists():
+            raise InputValidationError(self.source, epoch, "no such file", file=file)
+        # Checked and committed from a private copy, so a file rewritten meanwhile is either
+        # refused (InputChangedError) or committed exactly as checked, never torn.
+        staged = path.with_name(f"{path.name}-in")  # an attempt's name: garbage if left
+        try:
+            copy = snapshot(self.source, epoch, Path(file), staged)
+            stage = self._stage
+            table = check_file(self.source, epoch, copy, stage.schema, stage.key, name=file)
             if table is not None:
-                return self._copy(Path(file), epoch, table)
+                return self._copy(copy, epoch, table, path, attempt, file=file)
             spark = rt.spark  # started here if need be: a Spark that cannot start is no bad file
             try:
-                data = spark.read.parquet(str(Path(file).resolve()))  # for a remote driver too
+                frame = spark.read.parquet(str(copy))  # absolute: for a remote driver too
             except Exception as err:
                 msg = f"cannot read Parquet: {first_line(err)}"
                 raise InputValidationError(self.source, epoch, msg, file=file) from err
+            return self._written(epoch, frame, file, path, attempt)
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+
+    def _written(
+        self, epoch: Time, data: DataFrame, file: str | None, path: Path, attempt: str
+    ) -> MessageEntry:
+        """``data`` checked against the source's schema and written by Spark to ``path``."""
+        rt = self.runtime
         try:
             frame = check_frame(
                 self.source, epoch, data, self._stage.schema, key=self._stage.key, file=file
@@ -221,8 +240,6 @@ class SourceInput:
         except Exception as err:
             msg = f"cannot read the data: {first_line(err)}"
             raise InputValidationError(self.source, epoch, msg, file=file) from err
-        attempt = new_attempt()
-        path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
         try:
             writer(frame, self._sort_key).parquet(str(path))
         except Exception as err:
@@ -236,12 +253,12 @@ class SourceInput:
     def _sort_key(self) -> tuple[str, ...] | None:
         return sort_key(self.runtime.pipeline.stages, self.source)
 
-    def _copy(self, file: Path, epoch: Time, table: pa.Table) -> MessageEntry:
-        """A checked file, its bytes copied into a fresh attempt directory (or its rows
-        written sorted, for a partial stage that reads them: ``pipelines.layout``)."""
-        rt = self.runtime
-        attempt = new_attempt()
-        path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
+    def _copy(
+        self, copy: Path, epoch: Time, table: pa.Table, path: Path, attempt: str, *, file: str
+    ) -> MessageEntry:
+        """A checked private copy of a file, moved into the attempt directory ``path`` as it
+        is (or its rows written sorted, for a partial stage that reads them:
+        ``pipelines.layout``)."""
         rows = table.num_rows
         key = self._sort_key
         try:
@@ -249,10 +266,10 @@ class SourceInput:
             if key:
                 write_sorted(table, key, path / "part-00000.parquet")
             else:
-                shutil.copyfile(file, path / "part-00000.parquet")
+                os.replace(copy, path / "part-00000.parquet")
         except (OSError, pa.ArrowException) as err:
             shutil.rmtree(path, ignore_errors=True)
             msg = f"cannot copy the file: {err}"
-            raise InputValidationError(self.source, epoch, msg, file=str(file)) from err
+            raise InputValidationError(self.source, epoch, msg, file=file) from err
         size = (path / "part-00000.parquet").stat().st_size
         return MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelines.epochs import epoch_problem
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.families import chain, followers
 from pipelines.key_scan import ScanPlan
@@ -73,8 +74,9 @@ def _accepts(data_type: DataType, value: object) -> bool:
         return isinstance(value, bool)
     if isinstance(value, bool):
         return False
-    if isinstance(data_type, T.IntegralType):
-        return isinstance(value, int)
+    if isinstance(data_type, T.IntegralType):  # and in the column's range: no row holds more
+        bits = {T.ByteType: 8, T.ShortType: 16, T.IntegerType: 32}.get(type(data_type), 64)
+        return isinstance(value, int) and -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
     if isinstance(data_type, T.FractionalType):
         return isinstance(value, int | float | decimal.Decimal)
     if isinstance(data_type, T.StringType):
@@ -163,8 +165,8 @@ class KeyedReads:
         asked = self.keys(spec, keys)
         if wait is True or (wait is not False and not isinstance(wait, int | float)):
             raise StateReadError(stage, f"wait must be False or a number of seconds: {wait!r}")
-        if as_of is not None and (type(as_of) is not int or as_of < 0):
-            raise StateReadError(stage, f"as_of must be an epoch (an int >= 0): {as_of!r}")
+        if as_of is not None and (why := epoch_problem(as_of)) is not None:
+            raise StateReadError(stage, f"as_of must be an epoch ({why}): {as_of!r}")
         partial = spec.partial is not None
         mark = spec.partial is not None and spec.partial.max_keys is not None  # least recent
         self._settle(spec)

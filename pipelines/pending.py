@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.epochs import epoch_problem
 from pipelines.errors import ReadPendingError, StageNotReadyError, StateReadError
 from pipelines.lookup import KeyedReads, Lookup
 from pipelines.stages import KeyedStage
@@ -125,8 +126,8 @@ class PendingReads:
         docs); returns the pending read of each distinct key, in the order given. Keys are
         checked as ``lookup`` checks them; nothing is recorded when one is refused."""
         spec = self.partial(stage)
-        if type(as_of) is not int or as_of < 0:
-            raise StateReadError(stage, f"as_of must be an epoch (an int >= 0): {as_of!r}")
+        if (why := epoch_problem(as_of)) is not None:
+            raise StateReadError(stage, f"as_of must be an epoch ({why}): {as_of!r}")
         asked = self.reads.keys(spec, keys)
         return self.reads.rt.ledger.request_upqueries(
             self._p, stage, [encode_key(k) for k in asked], as_of

@@ -25,6 +25,7 @@ from pipelines import capture, capture_log
 from pipelines.capture import CaptureStatus
 from pipelines.dataflow import Pipeline
 from pipelines.ephemeral import base
+from pipelines.epochs import stage_epoch
 from pipelines.errors import (
     BackfillIncompleteError,
     PipelineError,
@@ -270,6 +271,8 @@ class Runtime:
 
     def run_stage(self, stage_name: str, epoch: Time) -> RunResult:
         """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
+        self.pipeline.stage(stage_name)
+        stage_epoch(stage_name, epoch)
         with self.exclusive(stage_name):
             with self.ledger.session():  # one connection for every question before the work
                 admitted = self.executor.admit(stage_name, epoch)
@@ -311,6 +314,7 @@ class Runtime:
         the runs the backfill made."""
         p = self.pipeline.name
         self.executor.runnable(stage_name)
+        epochs = [stage_epoch(stage_name, e) for e in epochs]
         done = set(self.ledger.done_epochs(p, stage_name))
         results: list[RunResult] = []
         left: dict[Time, tuple[str, ...]] = {}
@@ -346,6 +350,7 @@ class Runtime:
         """
         p = self.pipeline.name
         stage = self.executor.runnable(stage_name)
+        epochs = [stage_epoch(stage_name, e) for e in epochs]
         done = self.ledger.done_epochs(p, stage_name)
         missing = [e for e in epochs if e not in done]
         if missing:
@@ -496,6 +501,8 @@ class Runtime:
     def read(self, stage: str, epoch: Time) -> DataFrame:
         """The committed output of ``stage`` at ``epoch`` as a stage reading it then sees it
         (all current messages at ``epoch``; a dimension source's table as of ``epoch``)."""
+        self.pipeline.stage(stage)  # an unknown name is refused before it names a path
+        stage_epoch(stage, epoch)
         found, _, fns = base(self.pipeline.stages, stage)
         if fns:  # not materialized: computed from what it reads, as its readers do
             if not self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch):

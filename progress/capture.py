@@ -84,6 +84,7 @@ class Rule(enum.Enum):
     OUT_OF_ORDER = "event indexes count up from 0 without gaps"
     FOREIGN = "the log is not an epochgate capture of a version this code reads"
     DATA_MISSING = "a data file named by an event is missing or differs from its checksum"
+    ESCAPING_PATH = "a data file's path is relative and stays inside the capture directory"
 
 
 class StreamError(ProgressError):
