@@ -56,7 +56,8 @@ def check_file(
     try:
         table = pq.read_table(path)
     except Exception as err:
-        msg = f"cannot read Parquet: {str(err).strip().splitlines()[0][:300]}"
+        said = str(err).strip().replace(str(path), file)  # the file given, not its copy
+        msg = f"cannot read Parquet: {(said.splitlines() or [type(err).__name__])[0][:300]}"
         raise InputValidationError(stage, epoch, msg, file=file) from err
     mapped = {f.name: SPARK_TYPE_OF_ARROW.get(str(f.type)) for f in table.schema}
     have = {name: t for name, t in mapped.items() if t is not None}

@@ -260,6 +260,19 @@ class LedgerLockTimeoutError(LedgerError, TimeoutError):
         )
 
 
+class DatabaseFileError(LedgerError):
+    """A ledger or state file that DuckDB cannot open: not a database (corrupt, truncated,
+    some other file), a directory, or unreadable. ``path`` names it, ``reason`` is DuckDB's
+    sentence; nothing was read or committed."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"database file {path} cannot be opened: {reason}; nothing was read or committed"
+        )
+
+
 class LedgerSchemaError(LedgerError):
     """A ledger file written by a schema this version of epochgate does not know."""
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import duckdb
 
+from progress.errors import DatabaseFileError
 from progress.ledger.lock import LedgerLock
 
 ALIAS = "attached"
@@ -134,7 +135,12 @@ class AttachedFile:
         con.execute("USE memory")
         con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")  # left by an interrupted use
         quoted = str(self.path).replace("'", "''")
-        con.execute(f"ATTACH '{quoted}' AS {ALIAS}")
+        try:
+            con.execute(f"ATTACH '{quoted}' AS {ALIAS}")
+        except (duckdb.IOException, duckdb.SerializationException) as err:
+            said = str(err).strip().splitlines()
+            reason = said[0] if said else type(err).__name__
+            raise DatabaseFileError(str(self.path), reason) from err
         con.execute(f"USE {ALIAS}")
         return con
 
