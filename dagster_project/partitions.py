@@ -14,20 +14,28 @@ from __future__ import annotations
 import dagster as dg
 
 from progress import Time
+from progress.errors import EpochgateError
 
 KEY_WIDTH = 12
 """Digits of a partition key: room for any epoch up to 10**12 - 1."""
 
 
-class EpochKeyError(ValueError):
-    """A partition key that is not an epoch key, or an epoch that has no key."""
+class EpochKeyError(EpochgateError, ValueError):
+    """A partition key that is not an epoch key (``key``), or an epoch that has no key
+    (``epoch``); nothing was run."""
+
+    def __init__(self, message: str, *, key: str | None = None, epoch: object = None) -> None:
+        self.key = key
+        self.epoch = epoch
+        super().__init__(message)
 
 
 def epoch_key(epoch: Time) -> str:
     """The partition key of ``epoch`` (an int >= 0 below 10**12)."""
     if type(epoch) is not int or epoch < 0 or epoch >= 10**KEY_WIDTH:
         raise EpochKeyError(
-            f"epoch {epoch!r} has no partition key: epochs are ints from 0 to {10**KEY_WIDTH - 1}"
+            f"epoch {epoch!r} has no partition key: epochs are ints from 0 to {10**KEY_WIDTH - 1}",
+            epoch=epoch,
         )
     return f"{epoch:0{KEY_WIDTH}d}"
 
@@ -36,7 +44,8 @@ def key_epoch(key: str) -> int:
     """The epoch of a partition key made by ``epoch_key``."""
     if len(key) != KEY_WIDTH or not key.isascii() or not key.isdigit():
         raise EpochKeyError(
-            f"partition key {key!r} is not an epoch key: {KEY_WIDTH} digits, e.g. {epoch_key(7)!r}"
+            f"partition key {key!r} is not an epoch key: {KEY_WIDTH} digits, e.g. {epoch_key(7)!r}",
+            key=key,
         )
     return int(key)
 

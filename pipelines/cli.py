@@ -16,6 +16,7 @@ from pipelines import reports
 from pipelines.capture import follow
 from pipelines.capture_commands import CaptureCommand, add_capture_commands
 from pipelines.dataflow import Pipeline
+from pipelines.epochs import stage_epoch
 from pipelines.errors import BackfillIncompleteError, RunFailedError, StageFailedError
 from pipelines.examples.sizes import add_size_options
 from pipelines.inputs import source_worker
@@ -176,6 +177,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
+    for end in (args.first, args.last):  # before a range of them is made
+        stage_epoch(args.stage, end)
     if args.last < args.first:
         raise UsageError(f"--to {args.last} is before --from {args.first}")
     pipeline, ledger = chosen(args)

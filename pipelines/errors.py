@@ -95,7 +95,7 @@ class InputValidationError(PipelineError, ValueError):
 
 class InputChangedError(InputValidationError):
     """An input file (or a file of an input directory) that changed while it was being sent:
-    its size, times or inode differed after it was copied. What was copied may mix two
+    its size or modification time moved while it was copied. What was copied may mix two
     versions, so nothing was committed; send it again once its writer is done (a writer that
     writes a new file and renames it over the old one never causes this)."""
 

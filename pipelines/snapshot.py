@@ -1,8 +1,8 @@
 """A private, consistent copy of an input file (or directory) taken before it is checked.
 
 A send checks and commits the copy, never the original, so what is committed is exactly what
-was checked. The copy is consistent when every file's identity (inode, size, modification and
-change times) is the same after the copy as before it; otherwise the writer was at work during
+was checked. The copy is consistent when every file's identity (inode, size, modification time), read
+from the open file, is the same after the copy as before it; otherwise the writer was at work during
 the copy, the copy may hold parts of two versions, and the send is refused
 (``InputChangedError``) with nothing committed. A writer that writes a new file and renames it
 over the old one is always safe: the copy reads one inode from start to end.
@@ -17,19 +17,28 @@ from pathlib import Path
 from pipelines.errors import InputChangedError, InputValidationError
 from progress import Time
 
-Identity = tuple[int, int, int, int]
+Identity = tuple[int, int, int]
 
 
-def identity(path: Path) -> Identity:
-    """What changes when a file is rewritten: inode, size, modification and change times."""
-    st = os.stat(path)
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+def identity(st: os.stat_result) -> Identity:
+    """What changes when a file is rewritten in place: inode, size, modification time. (Not
+    the change time: a rename over the file's path unlinks the inode and moves it, though the
+    bytes read stay whole.)"""
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _copy_file(source: Path, target: Path) -> bool:
+    """Copy one open file whole; whether it stayed the same file while it was read (a rename
+    over its path meanwhile does not matter: this reads the inode it opened)."""
+    with source.open("rb") as fin:
+        before = identity(os.fstat(fin.fileno()))
+        with target.open("wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+        return identity(os.fstat(fin.fileno())) == before
 
 
 def _files(source: Path) -> list[Path]:
-    if source.is_dir():
-        return sorted(p for p in source.rglob("*") if p.is_file())
-    return [source]
+    return sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
 
 
 def snapshot(stage: str, epoch: Time, source: Path, into: Path) -> Path:
@@ -39,25 +48,29 @@ def snapshot(stage: str, epoch: Time, source: Path, into: Path) -> Path:
     name = str(source)
     into.mkdir(parents=True)
     target = into / (source.name or "input")
+    changed: str | None = None
     try:
-        before = {p: identity(p) for p in _files(source)}
         if source.is_dir():
-            shutil.copytree(source, target)
-        else:
-            shutil.copyfile(source, target)
-        after = {p: identity(p) for p in _files(source)}
+            listed = _files(source)
+            for part in listed:
+                (target / part).parent.mkdir(parents=True, exist_ok=True)
+                if not _copy_file(source / part, target / part) and changed is None:
+                    changed = str(source / part)
+            if changed is None and _files(source) != listed:
+                changed = name  # a file came or went
+        elif not _copy_file(source, target):
+            changed = name
     except OSError as err:
         shutil.rmtree(into, ignore_errors=True)
         reason = f"cannot copy the input: {err.strerror or err}"
         raise InputValidationError(stage, epoch, reason, file=name) from err
-    changed = sorted({*before, *after} - {p for p in before if before[p] == after.get(p)})
-    if changed:
+    if changed is not None:
         shutil.rmtree(into, ignore_errors=True)
         raise InputChangedError(
             stage,
             epoch,
-            "the file changed while it was being sent (its size, times or inode moved during "
+            "the file changed while it was being sent (its size or modification time moved during "
             "the copy); send it again once its writer has finished",
-            file=str(changed[0]) if source.is_dir() else name,
+            file=changed,
         )
     return target

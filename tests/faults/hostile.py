@@ -7,6 +7,7 @@ attacker would try: quotes, SQL fragments, ``..`` and ``/``, unicode, the extrem
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
 from pipelines import Pipeline
+from pipelines.runtime import Runtime
+from tests.faults import invariants
 
 MOVES = T.StructType(
     [
@@ -98,3 +101,46 @@ def oracle(keyed_by: str, keys: list[Any]) -> list[dict[str, Any]]:
                 else {"id": key, "cents": cents}
             )
     return out
+
+
+# -- nothing committed ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a refused input must leave as it was: the ledger's batches and messages, every
+    frontier, and every attempt directory on disk (visible or not)."""
+
+    batches: int
+    messages: tuple[tuple[str, tuple[Any, ...]], ...]
+    frontiers: invariants.Frontiers
+    attempts: tuple[str, ...]
+
+
+def committed(rt: Runtime) -> Committed:
+    p = rt.pipeline.name
+    return Committed(
+        rt.ledger.verify(p).batches,
+        tuple((s, tuple(rt.ledger.messages(p, s, 0))) for s in rt.pipeline.stages),
+        invariants.frontiers(rt),
+        tuple(sorted(str(d) for d in rt.store.root.rglob("attempt=*"))),
+    )
+
+
+def check_nothing_committed(
+    tally: invariants.Tally, rt: Runtime, before: Committed, what: str
+) -> None:
+    """``ledger verify`` clean, nothing new in the ledger or on disk, no frontier moved, and
+    nothing uncommitted visible (``invariants.check_visible``)."""
+    after = committed(rt)
+    tally.check(rt.ledger.verify(rt.pipeline.name).ok, f"{what}: ledger verify failed")
+    tally.check(after.batches == before.batches, f"{what}: a batch was committed")
+    tally.check(after.messages == before.messages, f"{what}: the messages changed")
+    tally.check(after == before, f"{what}: {after.attempts} left beside {before.attempts}")
+    invariants.check_frontiers(tally, before.frontiers, after.frontiers)
+    invariants.check_visible(tally, rt)
+
+
+def names_under(root: Path) -> set[str]:
+    """Every file and directory name under ``root``, to show no hostile name became a path."""
+    return {p.name for p in root.rglob("*")}
