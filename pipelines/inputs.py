@@ -1,9 +1,11 @@
 """Source inputs: one worker's handle on a source, backed by the ledger and the data plane.
 
 ``send`` validates data against the source's schema (types by column name, no missing or extra
-column, no null key) for the epoch the worker is at, read once, writes it to a fresh attempt
-directory and commits the message at that epoch; any failure raises ``InputValidationError``
-naming the pipeline, source, worker, epoch, file and column, and nothing is committed. When
+column, no null key) for the epoch the worker is at, read once (a file from a private copy
+taken first: ``pipelines.snapshot``; one rewritten during the copy raises
+``InputChangedError``), writes it to a fresh attempt directory and commits the message at that
+epoch; any failure raises ``InputValidationError`` naming the pipeline, source, worker,
+epoch, file and column, and nothing is committed. When
 another process moved the worker in between, the ledger refuses the message
 (``WorkerMovedError``) and the attempt directory is removed. ``advance_to`` seals every epoch
 passed (an empty message where this worker sent nothing), so each stage runs each epoch once.

@@ -1,11 +1,11 @@
 """A private, consistent copy of an input file (or directory) taken before it is checked.
 
 A send checks and commits the copy, never the original, so what is committed is exactly what
-was checked. The copy is consistent when every file's identity (inode, size, modification time), read
-from the open file, is the same after the copy as before it; otherwise the writer was at work during
-the copy, the copy may hold parts of two versions, and the send is refused
+was checked. The copy is consistent when every file's identity (inode, size, modification
+time), read from the open file, is the same after the copy as before it; otherwise the writer
+was at work during the copy, the copy may hold parts of two versions, and the send is refused
 (``InputChangedError``) with nothing committed. A writer that writes a new file and renames it
-over the old one is always safe: the copy reads one inode from start to end.
+over the old one is always safe: the copy reads the inode it opened from start to end.
 """
 
 from __future__ import annotations
