@@ -164,7 +164,11 @@ class Executor:
                 )
             empty.append(schema)
         attempt = new_attempt()
-        run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        try:
+            run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        except LedgerStorageError as err:
+            raise_during(err, p, stage.name, epoch)
+            raise
         work = StageWork(
             pipeline=p,
             stage=stage.name,
