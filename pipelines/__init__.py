@@ -20,6 +20,7 @@ from pipelines.errors import (
     RunFailedError,
     StageFailedError,
     StageNotReadyError,
+    StageWriteError,
     StateReadError,
 )
 from pipelines.inputs import SourceInput
@@ -47,6 +48,11 @@ from progress.errors import (
     EpochgateError,
     EpochNotReachedError,
     InvalidInputTimeError,
+    LedgerFullError,
+    LedgerLockLostError,
+    LedgerMissingError,
+    LedgerStorageError,
+    LedgerUnwritableError,
     TimeRegressionError,
     WorkerError,
     WorkerMovedError,
@@ -91,6 +97,7 @@ __all__ = [
     "InputValidationError",
     "StageNotReadyError",
     "StageFailedError",
+    "StageWriteError",
     "StateReadError",
     "RunFailedError",
     "BackfillIncompleteError",
@@ -103,4 +110,9 @@ __all__ = [
     "EpochNotReachedError",
     "ClockError",
     "SparkUnavailableError",
+    "LedgerStorageError",
+    "LedgerFullError",
+    "LedgerUnwritableError",
+    "LedgerMissingError",
+    "LedgerLockLostError",
 ]

@@ -10,7 +10,9 @@ run and names the blockers of those it left. Each single run goes through the ``
 (admit, work, finish): it refuses an epoch that is not ready, reads exactly the messages
 committed at the stage's inputs, and commits its output with its progress batch in one ledger
 transaction. A run that fails or is killed commits nothing; running a done ``(stage, epoch)``
-again does nothing.
+again does nothing. A ledger that cannot be used (``LedgerStorageError``: its disk full, its
+file unwritable or gone, its lock file lost) stops the call with that error, naming the stage
+and epoch of the run it stopped when there is one.
 """
 
 from __future__ import annotations
