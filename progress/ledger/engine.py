@@ -107,6 +107,7 @@ class AttachedFile:
                 self.lock_path,
                 self.lock_timeout,
                 want=self.want_path if self.marks_waits else None,
+                label=f"{self.label} lock file",
             ) as lock:
                 con = self._attach()
                 self._lock = lock
@@ -139,7 +140,12 @@ class AttachedFile:
         if self._held is not None and self._wanted():
             self._release()
         if self._held is None:
-            lock = LedgerLock(self.lock_path, self.lock_timeout, want=self.want_path)
+            lock = LedgerLock(
+                self.lock_path,
+                self.lock_timeout,
+                want=self.want_path,
+                label=f"{self.label} lock file",
+            )
             lock.acquire()
             try:
                 self._attach()
@@ -189,7 +195,7 @@ class AttachedFile:
         attached file is still the file at its path (see the module docs)."""
         lock = self._lock or self._held
         if lock is not None and not lock.intact():
-            raise LedgerLockLostError(str(lock.path), label=f"{self.label} lock file")
+            raise LedgerLockLostError(str(lock.path), label=lock.label)
         if self.recreate or self._identity is None:
             return
         try:

@@ -30,9 +30,18 @@ from progress.errors import LedgerLockTimeoutError
 class LedgerLock:
     """``with LedgerLock(path, timeout):`` holds an exclusive ``flock`` on ``path``."""
 
-    def __init__(self, path: Path, timeout: float, *, want: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        timeout: float,
+        *,
+        want: Path | None = None,
+        label: str = "ledger lock file",
+    ) -> None:
         self.path = path
         self.timeout = timeout
+        self.label = label
+        """What the file is, in errors that name it."""
         self.want = want
         """A file on which a waiter holds a shared lock while it waits, so a holder that keeps
         the lock between uses (``AttachedFile``'s linger) sees that it is wanted."""
@@ -68,13 +77,12 @@ class LedgerLock:
         mine = os.fstat(fd)
         return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
 
-    @staticmethod
-    def _open(path: Path) -> int:
+    def _open(self, path: Path) -> int:
         """Open (or create) ``path``; a disk that refuses raises an error naming it."""
         try:
             return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as err:
-            found = disk.ledger_error(err, path, "lock file")
+            found = disk.ledger_error(err, path, self.label)
             if found is None:
                 raise
             raise found from err
