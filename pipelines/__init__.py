@@ -22,6 +22,7 @@ from pipelines.errors import (
     RunFailedError,
     StageFailedError,
     StageNotReadyError,
+    StageWriteError,
     StateReadError,
 )
 from pipelines.inputs import SourceInput
@@ -49,6 +50,11 @@ from progress.errors import (
     EpochgateError,
     EpochNotReachedError,
     InvalidInputTimeError,
+    LedgerFullError,
+    LedgerLockLostError,
+    LedgerMissingError,
+    LedgerStorageError,
+    LedgerUnwritableError,
     TimeRegressionError,
     WorkerError,
     WorkerMovedError,
@@ -95,6 +101,7 @@ __all__ = [
     "InvalidEpochError",
     "StageNotReadyError",
     "StageFailedError",
+    "StageWriteError",
     "StateReadError",
     "RunFailedError",
     "BackfillIncompleteError",
@@ -107,4 +114,9 @@ __all__ = [
     "EpochNotReachedError",
     "ClockError",
     "SparkUnavailableError",
+    "LedgerStorageError",
+    "LedgerFullError",
+    "LedgerUnwritableError",
+    "LedgerMissingError",
+    "LedgerLockLostError",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from pipelines.results import RunResult
 from progress import Time
+from progress.disk import DiskFailure
 from progress.errors import EpochgateError
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
@@ -168,6 +169,16 @@ class StageFailedError(PipelineError):
         self.column = column
         self.file = file
         super().__init__(f"stage {stage!r}, epoch {epoch} failed: {cause}; nothing was committed")
+
+
+class StageWriteError(StageFailedError):
+    """A stage run whose output could not be written: ``file`` is the attempt directory,
+    ``reason`` why (``progress.disk.DiskFailure``: a full disk, a read-only file system). What
+    the run had written was removed; nothing was committed."""
+
+    def __init__(self, stage: str, epoch: Time, file: str, reason: DiskFailure) -> None:
+        self.reason = reason
+        super().__init__(stage, epoch, f"cannot write {file}: {reason.value}", file=file)
 
 
 class BackfillIncompleteError(PipelineError):

@@ -3,10 +3,14 @@
 * ``admit`` (in a ledger session, given the session's tracker): refuse an epoch that is not
   ready, naming who holds it; record the run's start; resolve the exact messages it will read.
 * ``work`` (holding no ledger lock): the stage kind's ``compute`` writes a fresh attempt.
-  A failure is recorded on the run and raised; nothing is committed.
+  A failure is recorded on the run and raised; nothing is committed. A write the disk refused
+  (full, read-only) raises ``StageWriteError`` naming the attempt directory, whatever library
+  met it (Spark, Arrow, DuckDB).
 * ``finish`` (in a ledger session): one transaction commits the output messages with the
   progress batch (inputs consumed, output announced) and finishes the run record. A run whose
-  epoch another run committed first leaves nothing visible.
+  epoch another run committed first leaves nothing visible. A ledger that cannot take the
+  commit (``LedgerStorageError``: its disk full, its file read-only or gone, its lock lost)
+  raises that error naming the stage and epoch too; nothing of the run is committed.
 """
 
 from __future__ import annotations
@@ -17,7 +21,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.ephemeral import base
-from pipelines.errors import PipelineError, StageFailedError, StageNotReadyError, first_line
+from pipelines.errors import (
+    PipelineError,
+    StageFailedError,
+    StageNotReadyError,
+    StageWriteError,
+    first_line,
+)
 from pipelines.families import followers
 from pipelines.footers import spark_schema
 from pipelines.iteration import RoundCallback
@@ -27,7 +37,8 @@ from pipelines.spark import LazySpark, SparkFactory
 from pipelines.stages import Stage
 from pipelines.storage import DataStore, new_attempt
 from pipelines.work import Produced, Resolved, StageWork
-from progress import Time, Tracker, Update, faults
+from progress import Time, Tracker, Update, disk, faults
+from progress.errors import LedgerStorageError
 from progress.faults import FaultPoint
 from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, RunKind
 from state_store import KeyedState
@@ -42,6 +53,13 @@ if TYPE_CHECKING:
 def run_key(stage: str, epoch: Time) -> str:
     """The ledger key of the run of ``stage`` at ``epoch``: committed once, ever."""
     return f"run:{stage}:{epoch}"
+
+
+def raise_during(err: LedgerStorageError, pipeline: str, stage: str, epoch: Time) -> None:
+    """Raise ``err`` naming the run it stopped, unless it names one already (then return)."""
+    found = err.during(pipeline, stage, epoch)
+    if found is not err:
+        raise found from err
 
 
 @dataclass(frozen=True)
@@ -146,7 +164,11 @@ class Executor:
                 )
             empty.append(schema)
         attempt = new_attempt()
-        run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        try:
+            run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        except LedgerStorageError as err:
+            raise_during(err, p, stage.name, epoch)
+            raise
         work = StageWork(
             pipeline=p,
             stage=stage.name,
@@ -215,9 +237,19 @@ class Executor:
         try:
             produced = run.stage.compute(run.work)
         except Exception as err:
-            self.ledger.finish_run(run.run_id, "failed", error=first_line(err))
+            found = disk.failure(err)
+            try:
+                self.ledger.finish_run(run.run_id, "failed", error=first_line(err))
+            except LedgerStorageError:
+                if found is None:  # the ledger's disk is the trouble, not the stage
+                    raise
+                # The same disk refused the record: the run's own error says more. A run
+                # recorded as started and never finished is what a killed run leaves too.
             if isinstance(err, StageFailedError):
                 raise
+            if found is not None:
+                path = str(run.work.attempt_dir())
+                raise StageWriteError(run.stage.name, run.epoch, path, found) from err
             raise StageFailedError(run.stage.name, run.epoch, first_line(err)) from err
         finally:
             run.work.clean()
@@ -236,18 +268,24 @@ class Executor:
             key, kind = f"revise:{stage.name}:{epoch}:{attempt}", RunKind.REVISION
         else:
             key, kind = run_key(stage.name, epoch), RunKind.RUN
-        with self.ledger.atomic():
-            if produced.in_commit is not None:
-                produced.in_commit(self.ledger)
-            result = self.ledger.commit(
-                p,
-                run.batch if produced.announces else [u for u in run.batch if u[2] < 0],
-                key=key,
-                messages=self._entries(worked),
-                origin=Origin.stage(stage.name, epoch, run=kind),
-            )
-            status = "skipped" if result.repeated else "succeeded"
-            self.ledger.finish_run(run.run_id, status, batch_id=result.batch_id)
+        try:
+            with self.ledger.atomic():
+                if produced.in_commit is not None:
+                    produced.in_commit(self.ledger)
+                result = self.ledger.commit(
+                    p,
+                    run.batch if produced.announces else [u for u in run.batch if u[2] < 0],
+                    key=key,
+                    messages=self._entries(worked),
+                    origin=Origin.stage(stage.name, epoch, run=kind),
+                )
+                status = "skipped" if result.repeated else "succeeded"
+                self.ledger.finish_run(run.run_id, status, batch_id=result.batch_id)
+        except LedgerStorageError as err:
+            # Rolled back: the attempt stays as a killed run leaves it, never seen, and is
+            # collected as garbage later (``Runtime.collect_garbage``).
+            raise_during(err, p, stage.name, epoch)
+            raise
         if result.repeated:  # another process committed this run first: ours is not seen
             if produced.written is not None:
                 shutil.rmtree(produced.written, ignore_errors=True)

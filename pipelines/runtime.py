@@ -10,7 +10,9 @@ run and names the blockers of those it left. Each single run goes through the ``
 (admit, work, finish): it refuses an epoch that is not ready, reads exactly the messages
 committed at the stage's inputs, and commits its output with its progress batch in one ledger
 transaction. A run that fails or is killed commits nothing; running a done ``(stage, epoch)``
-again does nothing.
+again does nothing. A ledger that cannot be used (``LedgerStorageError``: its disk full, its
+file unwritable or gone, its lock file lost) stops the call with that error, naming the stage
+and epoch of the run it stopped when there is one.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pipelines.errors import (
     StageFailedError,
     StageNotReadyError,
 )
-from pipelines.executor import Admitted, Executor, Worked, run_key
+from pipelines.executor import Admitted, Executor, Worked, raise_during, run_key
 from pipelines.families import lock_name
 from pipelines.footers import spark_schema
 from pipelines.inputs import SourceInput, source_worker
@@ -48,7 +50,7 @@ from pipelines.spark import LazySpark, SparkFactory
 from pipelines.stages import SinkStage
 from pipelines.storage import DataStore, runtime_home
 from progress import Target, Time, Tracker
-from progress.errors import CaptureError
+from progress.errors import CaptureError, LedgerStorageError
 from progress.ledger import Ledger, PendingUpquery, StageStatus
 from state_store import KeyedState
 
@@ -259,7 +261,13 @@ class Runtime:
         """In one ledger session: commit ``worked`` (the previous run), then admit the next
         ready run of a stage not in ``failed`` (one whose input cannot be read fails here and
         joins ``failed``), or else list the stale outputs of those stages to re-run."""
-        with self.ledger.session():
+        with ExitStack() as held:
+            try:
+                held.enter_context(self.ledger.session())
+            except LedgerStorageError as err:  # it cannot take the previous run's commit
+                if worked is not None:
+                    raise_during(err, self.pipeline.name, worked.run.stage.name, worked.run.epoch)
+                raise
             finished = self.executor.finish(worked) if worked is not None else None
             tracker = self.ledger.tracker(self.pipeline.name)
             while ready := [(s, t) for s, t in self.ready(tracker) if s not in failed]:
@@ -274,11 +282,15 @@ class Runtime:
         self.pipeline.stage(stage_name)
         stage_epoch(stage_name, epoch)
         with self.exclusive(stage_name):
-            with self.ledger.session():  # one connection for every question before the work
-                admitted = self.executor.admit(stage_name, epoch)
-            if isinstance(admitted, RunResult):
-                return admitted
-            return self.executor.complete(admitted)
+            try:
+                with self.ledger.session():  # one connection for every question before the work
+                    admitted = self.executor.admit(stage_name, epoch)
+                if isinstance(admitted, RunResult):
+                    return admitted
+                return self.executor.complete(admitted)
+            except LedgerStorageError as err:
+                raise_during(err, self.pipeline.name, stage_name, epoch)
+                raise
 
     def _revise_stale(
         self, stale: list[tuple[str, Time]], revised: set[tuple[str, Time]]

@@ -347,3 +347,82 @@ class FaultSpecError(EpochgateError, ValueError):
         self.value = value
         self.reason = reason
         super().__init__(f"EPOCHGATE_FAULT={value!r}: {reason}; no fault point was armed")
+
+
+class LedgerStorageError(LedgerError):
+    """The ledger file or its lock file (or the state store's file beside it) cannot be used:
+    its disk is full, it cannot be written, it is gone. ``path`` is that file; ``pipeline``,
+    ``stage`` and ``epoch`` name the run it stopped, when one did (``during``). Nothing of the
+    transaction it stopped was committed."""
+
+    reason = "it cannot be used"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        label: str = "ledger",
+        reason: str | None = None,
+        pipeline: str | None = None,
+        stage: str | None = None,
+        epoch: object = None,
+    ) -> None:
+        self.path = path
+        self.label = label
+        self.reason = reason or type(self).reason
+        self.pipeline = pipeline
+        self.stage = stage
+        self.epoch = epoch
+        parts = [f"pipeline {pipeline!r}"] if pipeline else []
+        if stage is not None:
+            parts.append(f"stage {stage!r}")
+        if epoch is not None:
+            parts.append(f"epoch {epoch}")
+        where = f"{', '.join(parts)}: " if parts else ""
+        super().__init__(f"{where}{label} {path}: {self.reason}; nothing was committed")
+
+    def during(self, pipeline: str, stage: str, epoch: object) -> LedgerStorageError:
+        """The same error, naming the run it stopped (unchanged if it names one already)."""
+        if self.stage is not None:
+            return self
+        return type(self)(
+            self.path,
+            label=self.label,
+            reason=self.reason,
+            pipeline=pipeline,
+            stage=stage,
+            epoch=epoch,
+        )
+
+
+class LedgerFullError(LedgerStorageError):
+    """The file system of the ledger (or its lock file) has no space left."""
+
+    reason = "no space left on the device"
+
+
+class LedgerUnwritableError(LedgerStorageError):
+    """The ledger file or its lock file cannot be written: a read-only file system, an
+    immutable file (``chattr +i``), no permission."""
+
+    reason = "it cannot be written (a read-only file system, an immutable file, no permission)"
+
+
+class LedgerMissingError(LedgerStorageError):
+    """The ledger file this process has opened before is gone (deleted, moved or replaced). It
+    is not created again: an empty ledger in its place would forget every committed epoch."""
+
+    reason = (
+        "the file is gone (deleted, moved or replaced) since this process opened it; it is not "
+        "created again (an empty ledger would forget what was committed): restore it"
+    )
+
+
+class LedgerLockLostError(LedgerStorageError):
+    """The ledger's lock file was deleted or replaced while this process held it: another
+    process may lock the new one, so this process's transaction was rolled back."""
+
+    reason = (
+        "the lock file was deleted or replaced while this process held it (another process "
+        "may lock the new one), so the transaction was rolled back"
+    )

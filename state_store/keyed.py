@@ -70,7 +70,12 @@ class KeyedState:
     ):
         self.path = Path(path)
         self._file = AttachedFile(
-            self.path, lock_timeout, linger=linger, on_release=self._settle, marks_waits=True
+            self.path,
+            lock_timeout,
+            linger=linger,
+            on_release=self._settle,
+            marks_waits=True,
+            label="state store",
         )
         self._writing: dict[tuple[str, str], int] = {}
         self._created = False

@@ -12,6 +12,15 @@ wait with a shared lock on ``{file}.want`` (every holder of such a file does: ``
 the lingering holder looks at that mark before each use and, while it lingers, every
 ``WANT_POLL`` seconds. Before it detaches it calls ``on_release`` with the connection, so work
 it put off (counters, marks) is written before any other holder can read the file.
+
+A file that refuses a write (a full disk, a read-only file system, an immutable file) raises
+``LedgerFullError`` or ``LedgerUnwritableError`` naming it, not DuckDB's own error. A holder
+made with ``recreate=False`` (the ledger's) never creates the file again once it has attached
+it: a file gone since raises ``LedgerMissingError``, and so does one deleted or replaced while
+it is attached, when ``check_intact`` is asked before a commit (with a lock file no longer at
+its path: ``LedgerLockLostError``). DuckDB's own lock on the attached file keeps a second process
+out even when the lock file was deleted: an attach it refuses is tried again until the lock
+timeout, as a wait for the lock would be.
 """
 
 from __future__ import annotations
@@ -29,12 +38,20 @@ from typing import Any
 
 import duckdb
 
-from progress.errors import DatabaseFileError
+from progress import disk
+from progress.errors import (
+    DatabaseFileError,
+    LedgerLockLostError,
+    LedgerLockTimeoutError,
+    LedgerMissingError,
+)
 from progress.ledger.lock import LedgerLock
 
 ALIAS = "attached"
 WANT_POLL = 0.005
 """Seconds between a lingering holder's looks for another holder that wants the file."""
+ATTACH_RETRY = 0.05
+"""Seconds between attempts to attach a file another process has attached."""
 
 
 class AttachedFile:
@@ -48,8 +65,17 @@ class AttachedFile:
         linger: float = 0.0,
         on_release: Callable[[Any], None] | None = None,
         marks_waits: bool = False,
+        label: str = "ledger",
+        recreate: bool = True,
     ) -> None:
         self.path = path
+        self.label = label
+        """What the file is, in errors that name it."""
+        self.recreate = recreate
+        """Whether a file gone since this holder attached it is created again (else
+        ``LedgerMissingError``)."""
+        self._identity: tuple[int, int] | None = None  # (device, inode) at the last attach
+        self._lock: LedgerLock | None = None  # the lock of the current hold
         self.marks_waits = marks_waits or linger > 0
         """Whether a wait for the file is marked on ``.want`` (every holder of a file that any
         holder lingers on must mark its waits)."""
@@ -73,23 +99,29 @@ class AttachedFile:
     def want_path(self) -> Path:
         return self.path.with_name(self.path.name + ".want")
 
+    @property
+    def lock_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".lock")
+
     @contextmanager
     def open(self) -> Iterator[Any]:
         """Hold the file's lock and have it attached (not reentrant: callers nest above it)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.linger <= 0:
             with LedgerLock(
-                self.path.with_name(self.path.name + ".lock"),
+                self.lock_path,
                 self.lock_timeout,
                 want=self.want_path if self.marks_waits else None,
-            ):
+                label=f"{self.label} lock file",
+            ) as lock:
                 con = self._attach()
+                self._lock = lock
                 self.holds += 1
                 try:
                     yield con
                 finally:
-                    con.execute("USE memory")
-                    con.execute(f"DETACH DATABASE {ALIAS}")
+                    self._lock = None
+                    _detach(con)
             return
         with self._guard:
             con = self._hold()
@@ -114,9 +146,10 @@ class AttachedFile:
             self._release()
         if self._held is None:
             lock = LedgerLock(
-                self.path.with_name(self.path.name + ".lock"),
+                self.lock_path,
                 self.lock_timeout,
                 want=self.want_path,
+                label=f"{self.label} lock file",
             )
             lock.acquire()
             try:
@@ -134,15 +167,50 @@ class AttachedFile:
         con = self._engine
         con.execute("USE memory")
         con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")  # left by an interrupted use
+        if not self.recreate and self._identity is not None and not self.path.exists():
+            raise LedgerMissingError(str(self.path), label=self.label)
         quoted = str(self.path).replace("'", "''")
-        try:
-            con.execute(f"ATTACH '{quoted}' AS {ALIAS}")
-        except (duckdb.IOException, duckdb.SerializationException) as err:
-            said = str(err).strip().splitlines()
-            reason = said[0] if said else type(err).__name__
-            raise DatabaseFileError(str(self.path), reason) from err
+        started = time.monotonic()
+        while True:
+            try:
+                con.execute(f"ATTACH '{quoted}' AS {ALIAS}")
+                break
+            except (duckdb.IOException, duckdb.SerializationException) as err:
+                waited = time.monotonic() - started
+                if "Conflicting lock" not in str(err):
+                    self.raise_storage_error(err)
+                    said = str(err).strip().splitlines()
+                    reason = said[0] if said else type(err).__name__
+                    raise DatabaseFileError(str(self.path), reason) from err
+                # Another process has it attached: only after its lock file was deleted.
+                if waited >= self.lock_timeout:
+                    raise LedgerLockTimeoutError(str(self.path), waited, None) from err
+                time.sleep(ATTACH_RETRY)
         con.execute(f"USE {ALIAS}")
+        found = os.stat(self.path)
+        self._identity = (found.st_dev, found.st_ino)
         return con
+
+    def raise_storage_error(self, err: BaseException) -> None:
+        """Raise the error naming this file when ``err`` says a disk refused a write."""
+        found = disk.ledger_error(err, self.path, self.label)
+        if found is not None:
+            raise found from err
+
+    def check_intact(self) -> None:
+        """Raise unless the current hold's lock is still the lock file at its path and the
+        attached file is still the file at its path (see the module docs)."""
+        lock = self._lock or self._held
+        if lock is not None and not lock.intact():
+            raise LedgerLockLostError(str(lock.path), label=lock.label)
+        if self.recreate or self._identity is None:
+            return
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            found = None
+        if found is None or (found.st_dev, found.st_ino) != self._identity:
+            raise LedgerMissingError(str(self.path), label=self.label)
 
     def _wanted(self) -> bool:
         """Whether another holder waits for the file (holds a shared lock on ``.want``)."""
@@ -179,6 +247,21 @@ class AttachedFile:
         threading.Thread(  # it keeps the holder alive until the hold ends
             target=_watch, args=(self, self.holds), name="state-file-linger", daemon=True
         ).start()
+
+
+def _detach(con: Any) -> None:
+    """Detach the file. A checkpoint that fails on the way (a full disk) still detaches it, and
+    what was committed stays in the file's write-ahead log, read again by the next attach: that
+    failure is not an error of this use."""
+    con.execute("USE memory")
+    try:
+        con.execute(f"DETACH DATABASE {ALIAS}")
+    except duckdb.Error:
+        attached = con.execute(
+            "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [ALIAS]
+        ).fetchone()
+        if attached is not None and attached[0]:
+            raise
 
 
 def _watch(holder: AttachedFile, hold: int) -> None:

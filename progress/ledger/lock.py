@@ -4,6 +4,14 @@ DuckDB lets one process hold a file read-write, and short-lived connections from
 processes that retry on conflict were seen to lose acknowledged writes. Every connection to the
 ledger therefore opens under this lock. A waiter blocks in the kernel's queue; past the timeout it
 raises an error that names the holder's pid, which the holder writes into the lock file.
+
+The lock is the file at the path, not an inode: a lock file deleted (or replaced) while nobody
+holds it is simply created again. A waiter that wins the lock of a file no longer at the path
+(deleted while it waited) lets it go and locks the one there. A holder whose lock file is
+deleted meanwhile still holds a lock nobody else sees: ``intact()`` says so, and the ledger's
+transaction asks it before ``COMMIT`` (``Sessions``), rolling back rather than committing under
+a lost lock. A lock file that cannot be opened raises ``LedgerUnwritableError`` or
+``LedgerFullError`` naming it.
 """
 
 from __future__ import annotations
@@ -12,45 +20,86 @@ import fcntl
 import os
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 
+from progress import disk
 from progress.errors import LedgerLockTimeoutError
 
 
 class LedgerLock:
     """``with LedgerLock(path, timeout):`` holds an exclusive ``flock`` on ``path``."""
 
-    def __init__(self, path: Path, timeout: float, *, want: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        timeout: float,
+        *,
+        want: Path | None = None,
+        label: str = "ledger lock file",
+    ) -> None:
         self.path = path
         self.timeout = timeout
+        self.label = label
+        """What the file is, in errors that name it."""
         self.want = want
         """A file on which a waiter holds a shared lock while it waits, so a holder that keeps
         the lock between uses (``AttachedFile``'s linger) sees that it is wanted."""
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._wait_marked(fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        started = time.monotonic()
+        while True:
+            fd = self._open(self.path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._wait_marked(fd, started)
+            if self._at_path(fd):
+                break
+            fcntl.flock(fd, fcntl.LOCK_UN)  # a file deleted while we waited: lock the new one
+            os.close(fd)
+        with suppress(OSError):  # the pid only helps a waiter's message (a full disk refuses it)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
 
-    def _wait_marked(self, fd: int) -> None:
+    def intact(self) -> bool:
+        """Whether the lock held is still the lock file at the path (not deleted or replaced
+        since it was taken)."""
+        return self._fd is not None and self._at_path(self._fd)
+
+    def _at_path(self, fd: int) -> bool:
+        try:
+            there = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        mine = os.fstat(fd)
+        return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
+
+    def _open(self, path: Path) -> int:
+        """Open (or create) ``path``; a disk that refuses raises an error naming it."""
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            found = disk.ledger_error(err, path, self.label)
+            if found is None:
+                raise
+            raise found from err
+
+    def _wait_marked(self, fd: int, started: float) -> None:
         """``_wait``, holding a shared lock on ``want`` meanwhile (when there is one)."""
         if self.want is None:
-            self._wait(fd)
+            self._wait(fd, started)
             return
-        mark = os.open(self.want, os.O_RDWR | os.O_CREAT, 0o644)
+        mark = self._open(self.want)
         try:
             fcntl.flock(mark, fcntl.LOCK_SH)
-            self._wait(fd)
+            self._wait(fd, started)
         finally:
             os.close(mark)  # and its shared lock with it
 
-    def _wait(self, fd: int) -> None:
+    def _wait(self, fd: int, started: float) -> None:
         """Block in the kernel's queue (fairer than polling, which lets the last holder win
         again and again) on a helper thread, so the wait can time out."""
         got = threading.Event()
@@ -66,9 +115,8 @@ class LedgerLock:
                 else:
                     got.set()
 
-        started = time.monotonic()
         threading.Thread(target=block, name="ledger-lock-wait", daemon=True).start()
-        if got.wait(self.timeout):
+        if got.wait(max(0.0, self.timeout - (time.monotonic() - started))):
             return
         with state:
             if got.is_set():

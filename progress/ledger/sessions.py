@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
+
+import duckdb
 
 from progress import faults
 from progress.errors import LedgerSchemaError, UnregisteredPipelineError
@@ -136,7 +138,7 @@ class Sessions:
     def __init__(self, path: Path, lock_timeout: float) -> None:
         self.path = path
         self._guard = threading.RLock()
-        self._file = AttachedFile(path, lock_timeout)
+        self._file = AttachedFile(path, lock_timeout, recreate=False)
         self._known: dict[str, Graph] = {}
         self._current: Session | None = None
         self._in_transaction = False
@@ -182,12 +184,16 @@ class Sessions:
                 yield s
                 captured = s.captured(s.written) if s.written else set()
                 faults.reach(FaultPoint.LEDGER_TRANSACTION)  # every write made, no COMMIT
-            except BaseException:
-                s.con.execute("ROLLBACK")
+                self._file.check_intact()  # never commit under a lost lock or to a lost file
+                s.con.execute("COMMIT")
+            except BaseException as err:
+                with suppress(duckdb.Error):  # a COMMIT that failed has rolled back already
+                    s.con.execute("ROLLBACK")
                 s.forget()
+                if isinstance(err, duckdb.Error):
+                    self._file.raise_storage_error(err)
                 raise
             finally:
                 self._in_transaction = False
-            s.con.execute("COMMIT")
             s.written.clear()
             self._to_sync |= captured

@@ -4,9 +4,9 @@
 
 ACTION is ``run`` (``bank`` then ``rebank``), ``stage NAME EPOCH``, ``backfill NAME E,E``,
 ``lookup K,K`` / ``evict K,K`` (accounts of the partial ``balances``), ``replay`` (``rebank``
-only) or ``dagster EPOCH`` (the stages of ``bank`` at EPOCH as one Dagster run on the instance
-in ``HOME/dagster``). It prints ``done`` once the action is over; killed, it prints nothing
-more.
+only), ``advance SOURCE WORKER EPOCH`` (an input worker moves on) or ``dagster EPOCH`` (the
+stages of ``bank`` at EPOCH as one Dagster run on the instance in ``HOME/dagster``). It prints
+``done`` once the action is over; killed, it prints nothing more.
 """
 
 from __future__ import annotations
@@ -73,6 +73,8 @@ def main(argv: list[str]) -> int:
         home.runtime(spark).lookup("balances", keys(args[0]))
     elif action == "evict":
         home.runtime(spark).evict("balances", keys(args[0]))
+    elif action == "advance":
+        home.runtime(spark).input(args[0], int(args[1])).advance_to(int(args[2]))
     else:
         raise SystemExit(f"unknown action {action!r}")
     print("done", flush=True)

@@ -64,7 +64,10 @@ class Recorder:
             "are recovered without the fault and every invariant is checked (ledger verify, "
             "every output against DuckDB SQL over the raw inputs, nothing uncommitted visible, "
             "no frontier moved back, the partial state against its full twin, the capture "
-            "against the ledger). Rows lost and rows counted twice: goal 0.",
+            "against the ledger). Rows lost and rows counted twice: goal 0. The `full disk` and "
+            "`ledger files` campaigns kill nothing: each of their faults (a full file system, the "
+            "ledger file or its lock file deleted or made immutable) is recovered once the space "
+            "or the file is back, then checked the same way.",
             "",
             "| campaign | kills | finished unkilled | recoveries | checks | rows compared "
             "| rows lost | rows counted twice | recovery (median, max) |",
