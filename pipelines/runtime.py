@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines import capture, capture_log
 from pipelines.capture import CaptureStatus
 from pipelines.dataflow import Pipeline
-from pipelines.ephemeral import base
+from pipelines.ephemeral import derivation
 from pipelines.errors import (
     BackfillIncompleteError,
     PipelineError,
@@ -496,14 +496,11 @@ class Runtime:
     def read(self, stage: str, epoch: Time) -> DataFrame:
         """The committed output of ``stage`` at ``epoch`` as a stage reading it then sees it
         (all current messages at ``epoch``; a dimension source's table as of ``epoch``)."""
-        found, _, fns = base(self.pipeline.stages, stage)
-        if fns:  # not materialized: computed from what it reads, as its readers do
+        found = derivation(self.pipeline.stages, stage)
+        if found.build is not None:  # not materialized: computed as its readers compute it
             if not self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch):
                 raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
-            df = self.read(found, epoch)
-            for fn in fns:
-                df = fn(df)
-            return df
+            return found.apply([self.read(b, epoch) for b in found.bases], epoch)
         messages = self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch)
         paths = [m.path for m in messages if m.path]
         if paths:
