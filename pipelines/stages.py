@@ -488,8 +488,11 @@ class SinkStage(Stage):
         return SinkDirectory(pipeline, self.name, resolve_sink_path(self.path, home))
 
     def compute(self, work: StageWork) -> Produced:
-        """Writes the epoch's attempt like any stage; publishes it once it is committed."""
-        produced = work.write(work.frames[0])
+        """Its attempt holds its input's committed files (hard links, no Spark job) when they
+        can be taken as they are (``StageWork.linkable``), else Spark writes it like any
+        stage's; it is published once it is committed."""
+        linked = work.linkable()
+        produced = work.write(work.frames[0]) if linked is None else work.link(linked)
         sink = self.directory(work.pipeline, work.home)
         epoch, attempt, files = work.output_time, work.attempt, produced.written
         return dataclasses.replace(produced, committed=lambda: sink.publish(epoch, attempt, files))

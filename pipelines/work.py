@@ -14,11 +14,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.footers import spark_schema
+from pipelines.footers import parts, spark_schema
 from pipelines.iteration import RoundCallback
 from pipelines.layout import writer
 from pipelines.spark import LazySpark
-from pipelines.storage import DataStore, runtime_home
+from pipelines.storage import DataStore, link_or_copy, runtime_home
 from progress import Time
 from progress.ledger import Ledger, MessageRef
 from state_store import KeyedState
@@ -177,6 +177,34 @@ class StageWork:
         path = self.attempt_dir()
         try:
             writer(df, self.sort_key).parquet(str(path))
+            rows, size = self.store.stats(path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return Produced((Written(str(path), rows, size),), path)
+
+    def linkable(self) -> list[Path] | None:
+        """The Parquet files of the one input, when its output may be those very files: read
+        as they are (no function applied, no declared schema to read them with, no sorting),
+        all written by Spark with one schema. Else None."""
+        if self.derives or len(self.inputs) != 1 or self.sort_key or self.read_schemas[0]:
+            return None
+        paths = self.inputs[0][1]
+        if not paths:
+            return None
+        schemas = {spark_schema([path]) for path in paths}
+        if len(schemas) != 1 or None in schemas:
+            return None
+        return [part for path in paths for part in parts(path)]
+
+    def link(self, files: list[Path]) -> Produced:
+        """The run's output message made of ``files`` (committed, so immutable): hard links
+        in a fresh attempt directory (copies on another file system), no Spark job."""
+        path = self.attempt_dir()
+        try:
+            path.mkdir(parents=True)
+            for i, part in enumerate(files):
+                link_or_copy(str(part), str(path / f"part-{i:05d}-{part.name}"))
             rows, size = self.store.stats(path)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
