@@ -208,9 +208,14 @@ class Runtime:
         do). Then, if any failed, ``RunFailedError`` lists each failure with the runs made.
 
         One ledger session per stage run: it commits the previous run, picks the next and
-        resolves its input, with one look at the counts; Spark works with the ledger unlocked.
-        A stateful stage's writer lock is held from before its work until its commit or its
-        failure."""
+        resolves its input, with one look at the counts. Between them the ledger stays open for
+        this process unless another process wants it (``Ledger.held``): Spark works with the
+        ledger free for whoever asks. A stateful stage's writer lock is held from before its
+        work until its commit or its failure."""
+        with self.ledger.held():
+            return self._run(on_result)
+
+    def _run(self, on_result: Callable[[RunResult], None] | None) -> list[RunResult]:
         if self.replayed:
             self.replay()
         self.publish_sinks()  # what a killed run committed but did not publish
