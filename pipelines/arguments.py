@@ -147,6 +147,17 @@ def join_kind(how: str) -> str | None:
     return JOIN_TYPES.get(how.lower().replace("_", ""))
 
 
+def check_materialize(pipeline: str, stage: str, materialize: object) -> None:
+    """``materialize`` must be True or False (``pipelines.ephemeral``)."""
+    if type(materialize) is not bool:
+        raise PipelineDefinitionError(
+            pipeline,
+            stage,
+            f"materialize must be True or False, not {materialize!r}",
+            argument="materialize",
+        )
+
+
 def check_join_type(pipeline: str, stage: str, how: object) -> str:
     """``how`` must be one of Spark's join types."""
     if not isinstance(how, str) or join_kind(how) is None:

@@ -28,6 +28,7 @@ from pipelines.arguments import (
     check_function,
     check_join_type,
     check_key,
+    check_materialize,
     check_name,
     check_schema,
     missing_columns,
@@ -253,13 +254,7 @@ class Pipeline:
         (``pipelines.ephemeral``); keyed stages cannot read such a transform."""
         check_name(self.name, name)
         check_function(self.name, name, "fn", fn)
-        if type(materialize) is not bool:
-            raise PipelineDefinitionError(
-                self.name,
-                name,
-                f"materialize must be True or False, not {materialize!r}",
-                argument="materialize",
-            )
+        check_materialize(self.name, name, materialize)
         if not materialize and delay:
             raise PipelineDefinitionError(
                 self.name,
@@ -302,11 +297,15 @@ class Pipeline:
         *,
         on: Sequence[str],
         how: str = "inner",
+        materialize: bool = True,
     ) -> Stream:
         """The rows of one epoch of ``left`` joined with the same epoch of ``right`` (of a
         dimension source: its table as of that epoch) on the columns ``on`` (which both sides
-        need); ``how`` is one of Spark's join types."""
+        need); ``how`` is one of Spark's join types. With ``materialize=False`` its output is
+        never written: each stage that reads it joins its inputs inside its own run
+        (``pipelines.ephemeral``); keyed stages cannot read such a join."""
         check_name(self.name, name)
+        check_materialize(self.name, name, materialize)
         columns = check_columns(self.name, name, "on", on)
         if not columns:
             raise PipelineDefinitionError(
@@ -325,7 +324,9 @@ class Pipeline:
                     f"columns are {', '.join(have or ())}",
                     argument="on",
                 )
-        return self._add(JoinStage(name=name, inputs=inputs, on=columns, how=how))
+        return self._add(
+            JoinStage(name=name, inputs=inputs, on=columns, how=how, materialize=materialize)
+        )
 
     def stateful(
         self,

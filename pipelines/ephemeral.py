@@ -1,13 +1,13 @@
-"""Transforms that are not materialized (``materialize=False``): recomputed inside each stage
-that reads them, never written, like an ephemeral model.
+"""Stages that are not materialized (``materialize=False``: a transform, or a join): recomputed
+inside each stage that reads them, never written, like an ephemeral model.
 
-Such a transform still runs once per epoch and commits a message, so readiness, frontiers and
+Such a stage still runs once per epoch and commits a message, so readiness, frontiers and
 lineage are what they are for any stage; its message holds no data (no Spark job: one ledger
-commit). A stage reading it reads the transform's own input (``base``: the nearest stage above
-it that is materialized) and applies the transform's function (each one of a chain, in order)
-inside its own run. The reader records as read both the transform's message and the base's
-messages, so a revision of either makes it stale, and its re-run reads the current ones:
-exactly once holds as for a written message.
+commit). A stage reading it reads the inputs of the nearest materialized stages above it (its
+``bases``: one for a chain of transforms, one per side for a join) and recomputes it from them
+inside its own run. The reader records as read both the messages of the stages not materialized
+and the bases' messages, so a revision of either makes it stale, and its re-run reads the
+current ones: exactly once holds as for a written message.
 
 Only stages that read their input as a DataFrame may read one; a stage whose input files are
 read directly (a keyed stage: the state store reads its keys from them, and a partial stage's
@@ -17,32 +17,63 @@ capture of one (a capture records data files).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineDefinitionError
-from pipelines.stages import Stage, TransformStage
+from pipelines.stages import JoinStage, Stage, TransformStage
+from pipelines.work import Build
+from progress import Time
 
 if TYPE_CHECKING:
-    from pipelines.iteration import Transform
+    from pyspark.sql import DataFrame
 
 
-def base(
-    stages: Mapping[str, Stage], name: str
-) -> tuple[str, tuple[str, ...], tuple[Transform, ...]]:
-    """For a stage ``name`` that is read: the stage whose written messages hold the data
-    (``name`` itself unless it is not materialized), the transforms that are not materialized
-    between them (from the base down to ``name``), and their functions, in the order they
-    apply.
+@dataclass(frozen=True)
+class Derivation:
+    """How a stage that reads ``name`` gets it: the stages whose written messages hold the data
+    (``bases``), the stages not materialized between them and ``name`` (their messages are read
+    too), and how the frame is recomputed from the bases' (``None``: the one base as it is)."""
 
-    A materialized stage is its own base: ``(name, (), ())``."""
-    chain: list[TransformStage] = []
+    bases: tuple[str, ...]
+    chain: tuple[str, ...]
+    build: Build | None
+
+    def apply(self, frames: Sequence[DataFrame], epoch: Time) -> DataFrame:
+        """The input, from one frame per base."""
+        return frames[0] if self.build is None else self.build(frames, epoch)
+
+
+def derivation(stages: Mapping[str, Stage], name: str) -> Derivation:
+    """How ``name`` is read (see ``Derivation``). A materialized stage is its own base.
+
+    >>> from pipelines.stages import TransformStage
+    >>> stages = {
+    ...     "a": TransformStage(name="a", fn=lambda df: df),
+    ...     "b": TransformStage(name="b", inputs=("a",), fn=lambda df: df, materialize=False),
+    ... }
+    >>> derivation(stages, "b").bases, derivation(stages, "b").chain
+    (('a',), ('b',))
+    >>> derivation(stages, "a").build is None
+    True
+    """
     stage = stages[name]
-    while isinstance(stage, TransformStage) and not stage.materialize:
-        chain.append(stage)
-        stage = stages[stage.inputs[0]]
-    chain.reverse()
-    return stage.name, tuple(s.name for s in chain), tuple(s.fn for s in chain)
+    if stage.materialize or not isinstance(stage, TransformStage | JoinStage):
+        return Derivation((name,), (), None)
+    parts = [derivation(stages, upstream) for upstream in stage.inputs]
+    bases = tuple(b for part in parts for b in part.bases)
+    chain = (*(c for part in parts for c in part.chain), name)
+    recompute = stage.recompute
+
+    def build(frames: Sequence[DataFrame], epoch: Time) -> DataFrame:
+        inputs, at = [], 0
+        for part in parts:
+            inputs.append(part.apply(frames[at : at + len(part.bases)], epoch))
+            at += len(part.bases)
+        return recompute(inputs, epoch)
+
+    return Derivation(bases, chain, build)
 
 
 def check_reader(pipeline: str, reader: Stage, upstream: Stage) -> None:
@@ -54,8 +85,8 @@ def check_reader(pipeline: str, reader: Stage, upstream: Stage) -> None:
         raise PipelineDefinitionError(
             pipeline,
             reader.name,
-            f"{reader.kind} stage {reader.name!r} reads transform {upstream.name!r}, which is "
-            "not materialized (materialize=False): a keyed stage reads its input's files "
+            f"{reader.kind} stage {reader.name!r} reads {upstream.kind} {upstream.name!r}, "
+            "which is not materialized (materialize=False): a keyed stage reads its input's files "
             f"(its keys, and its upqueries' history); materialize {upstream.name!r}",
             argument="input",
         )

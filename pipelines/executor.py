@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelines.ephemeral import base
+from pipelines.ephemeral import derivation
 from pipelines.errors import (
     PipelineError,
     StageFailedError,
@@ -150,10 +150,15 @@ class Executor:
         """In a session: resolve the run's input messages and record its start."""
         p = self.pipeline.name
         started = time.perf_counter()
-        bases = [base(self.pipeline.stages, upstream) for upstream in stage.inputs]
-        inputs = [self.resolve_through(upstream, chain, epoch) for upstream, chain, _ in bases]
+        ports = [derivation(self.pipeline.stages, upstream) for upstream in stage.inputs]
+        bases = [b for port in ports for b in port.bases]
+        inputs = [self.resolve(b, epoch) for b in bases]
+        for port in ports:  # the messages of what is not materialized are read too
+            for name in port.chain:
+                refs = self.resolve(name, epoch)[0]
+                inputs[bases.index(port.bases[0])][0].extend(refs)
         empty = []  # the columns of each input without data, known before the run is recorded
-        for (upstream, _, _), (_, paths) in zip(bases, inputs, strict=True):
+        for upstream, (_, paths) in zip(bases, inputs, strict=True):
             schema = None if paths else self.schema_of(upstream)
             if not paths and schema is None:
                 raise StageFailedError(
@@ -169,6 +174,7 @@ class Executor:
         except LedgerStorageError as err:
             raise_during(err, p, stage.name, epoch)
             raise
+        any_build = any(port.build is not None for port in ports)
         work = StageWork(
             pipeline=p,
             stage=stage.name,
@@ -181,9 +187,9 @@ class Executor:
             ledger=self.ledger,
             state=self.state,
             inputs=inputs,
-            read_schemas=[self.pipeline.stage(u).schema for u, _, _ in bases],
+            read_schemas=[self.pipeline.stage(u).schema for u in bases],
             empty=empty,
-            derive=[fns for _, _, fns in bases],
+            derive=[(len(port.bases), port.build) for port in ports] if any_build else [],
             on_round=self.on_round,
             below=tuple(followers(self.pipeline.stages, stage.name)) if stage.partial else (),
             sort_key=sort_key(self.pipeline.stages, stage.name),
@@ -197,15 +203,6 @@ class Executor:
         messages = self.pipeline.stage(upstream).read_at(self.ledger, self.pipeline.name, epoch)
         refs = [MessageRef(upstream, m.port, m.time, m.attempt) for m in messages]
         return refs, [m.path for m in messages if m.path]
-
-    def resolve_through(self, upstream: str, chain: tuple[str, ...], epoch: Time) -> Resolved:
-        """``resolve(upstream, epoch)``, with the messages of the transforms of ``chain`` (not
-        materialized, computed from ``upstream``'s) among those read: a reader is stale when
-        either is revised."""
-        refs, paths = self.resolve(upstream, epoch)
-        for name in chain:
-            refs = [*refs, *self.resolve(name, epoch)[0]]
-        return refs, paths
 
     def schema_of(self, stage: str, *, within: frozenset[str] = frozenset()) -> StructType | None:
         """A stage's output columns: declared, else those of its latest message with data, else

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines import capture, capture_log
 from pipelines.capture import CaptureStatus
 from pipelines.dataflow import Pipeline
-from pipelines.ephemeral import base
+from pipelines.ephemeral import derivation
 from pipelines.epochs import stage_epoch
 from pipelines.errors import (
     BackfillIncompleteError,
@@ -211,9 +211,14 @@ class Runtime:
         do). Then, if any failed, ``RunFailedError`` lists each failure with the runs made.
 
         One ledger session per stage run: it commits the previous run, picks the next and
-        resolves its input, with one look at the counts; Spark works with the ledger unlocked.
-        A stateful stage's writer lock is held from before its work until its commit or its
-        failure."""
+        resolves its input, with one look at the counts. Between them the ledger stays open for
+        this process unless another process wants it (``Ledger.held``): Spark works with the
+        ledger free for whoever asks. A stateful stage's writer lock is held from before its
+        work until its commit or its failure."""
+        with self.ledger.held():
+            return self._run(on_result)
+
+    def _run(self, on_result: Callable[[RunResult], None] | None) -> list[RunResult]:
         if self.replayed:
             self.replay()
         self.publish_sinks()  # what a killed run committed but did not publish
@@ -515,14 +520,11 @@ class Runtime:
         (all current messages at ``epoch``; a dimension source's table as of ``epoch``)."""
         self.pipeline.stage(stage)  # an unknown name is refused before it names a path
         stage_epoch(stage, epoch)
-        found, _, fns = base(self.pipeline.stages, stage)
-        if fns:  # not materialized: computed from what it reads, as its readers do
+        found = derivation(self.pipeline.stages, stage)
+        if found.build is not None:  # not materialized: computed as its readers compute it
             if not self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch):
                 raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
-            df = self.read(found, epoch)
-            for fn in fns:
-                df = fn(df)
-            return df
+            return found.apply([self.read(b, epoch) for b in found.bases], epoch)
         messages = self.pipeline.stage(stage).read_at(self.ledger, self.pipeline.name, epoch)
         paths = [m.path for m in messages if m.path]
         if paths:

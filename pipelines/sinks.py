@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.errors import PipelineDefinitionError, PipelineError
+from pipelines.storage import link_or_copy
 from progress import Time
 from progress.ledger import Ledger
 
@@ -150,7 +151,7 @@ class SinkDirectory:
                 if files is None:
                     staging.mkdir()
                 else:
-                    shutil.copytree(files, staging, copy_function=_link_or_copy)
+                    shutil.copytree(files, staging, copy_function=link_or_copy)
                 os.rename(staging, version)
             previous = self.published(epoch)
             self._point(epoch, attempt)
@@ -173,15 +174,6 @@ class SinkDirectory:
             # directory for a link, so it moves aside first (the epoch is briefly absent).
             os.rename(link, self.versions(epoch) / f".plain.{uuid.uuid4().hex[:8]}")
             os.replace(fresh, link)
-
-
-def _link_or_copy(source: str, target: str) -> None:
-    """A hard link to a committed file (attempts are immutable: no bytes copied, and the
-    ledger's lock is held for a moment), or a copy where the path is on another file system."""
-    try:
-        os.link(source, target)
-    except OSError:
-        shutil.copy2(source, target)
 
 
 def _remove(entry: Path) -> None:

@@ -214,6 +214,10 @@ class TransformStage(Stage):
     def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
         return None if frames[0] is None else self.fn(frames[0])
 
+    def recompute(self, frames: Sequence[DataFrame], epoch: Time) -> DataFrame:
+        """Its output from its input's frame (in a reader's run when it is not materialized)."""
+        return self.fn(frames[0])
+
     def compute(self, work: StageWork) -> Produced:
         """Its output written as a message; not materialized, a message with no data (the
         stages that read it apply ``fn`` to its input themselves), and no Spark job."""
@@ -261,11 +265,19 @@ class JoinStage(Stage):
 
     on: tuple[str, ...]
     how: str = "inner"
+    materialize: bool = True
+    """False: never written; recomputed inside the stages that read it
+    (``pipelines.ephemeral``)."""
 
     kind: ClassVar[str] = "join"
 
     def summary(self) -> str:
-        return f"Join on {', '.join(self.on)}"
+        if self.materialize:
+            return f"Join on {', '.join(self.on)}"
+        return (
+            f"Join on {', '.join(self.on)}, not materialized: recomputed inside each stage that "
+            "reads it, never written"
+        )
 
     def columns(self, of: ColumnsOf) -> tuple[str, ...] | None:
         """As Spark joins on column names: the ``on`` columns, then the others of the left,
@@ -285,18 +297,26 @@ class JoinStage(Stage):
         return left.join(right, on=list(self.on), how=self.how)
 
     def compute(self, work: StageWork) -> Produced:
-        left, right = work.frames
-        for side, upstream, frame in zip(("left", "right"), self.inputs, work.frames, strict=True):
+        """Its output written as a message; not materialized, a message with no data (the
+        stages that read it join its inputs themselves), and no Spark job."""
+        if not self.materialize:
+            return Produced((Written(None, 0, 0),), None)
+        return work.write(self.recompute(work.frames, work.epoch))
+
+    def recompute(self, frames: Sequence[DataFrame], epoch: Time) -> DataFrame:
+        """The join of the two frames; a missing ``on`` column is refused naming the side."""
+        left, right = frames
+        for side, upstream, frame in zip(("left", "right"), self.inputs, frames, strict=True):
             missing = missing_columns(self.on, frame.columns)
             if missing:  # before Spark's own error, which names neither side nor stage
                 raise StageFailedError(
                     self.name,
-                    work.epoch,
+                    epoch,
                     f"join column {missing[0]!r} (on={list(self.on)}) is not in the {side} "
                     f"input {upstream!r}, whose columns are {', '.join(frame.columns)}",
                     column=missing[0],
                 )
-        return work.write(left.join(right, on=list(self.on), how=self.how))
+        return left.join(right, on=list(self.on), how=self.how)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -468,8 +488,11 @@ class SinkStage(Stage):
         return SinkDirectory(pipeline, self.name, resolve_sink_path(self.path, home))
 
     def compute(self, work: StageWork) -> Produced:
-        """Writes the epoch's attempt like any stage; publishes it once it is committed."""
-        produced = work.write(work.frames[0])
+        """Its attempt holds its input's committed files (hard links, no Spark job) when they
+        can be taken as they are (``StageWork.linkable``), else Spark writes it like any
+        stage's; it is published once it is committed."""
+        linked = work.linkable()
+        produced = work.write(work.frames[0]) if linked is None else work.link(linked)
         sink = self.directory(work.pipeline, work.home)
         epoch, attempt, files = work.output_time, work.attempt, produced.written
         return dataclasses.replace(produced, committed=lambda: sink.publish(epoch, attempt, files))

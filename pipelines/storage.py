@@ -9,6 +9,7 @@ committed (a killed run, a lost race) are removed by ``collect_garbage``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 import uuid
@@ -31,6 +32,15 @@ def runtime_home(ledger_file: Path) -> Path:
     (``state.duckdb``) lives there unless given elsewhere, and a sink's relative path is
     resolved against it, never against the process's working directory."""
     return Path(ledger_file).resolve().parent
+
+
+def link_or_copy(source: str, target: str) -> None:
+    """A hard link to a committed file (attempts are immutable: no bytes copied), or a copy
+    where the path is on another file system."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
 
 
 class DataStore:

@@ -8,17 +8,17 @@ everything around it: admission, the run record, the commit.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.footers import spark_schema
-from pipelines.iteration import RoundCallback, Transform
+from pipelines.footers import parts, spark_schema
+from pipelines.iteration import RoundCallback
 from pipelines.layout import writer
 from pipelines.spark import LazySpark
-from pipelines.storage import DataStore, runtime_home
+from pipelines.storage import DataStore, link_or_copy, runtime_home
 from progress import Time
 from progress.ledger import Ledger, MessageRef
 from state_store import KeyedState
@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 Resolved = tuple[list[MessageRef], list[str]]
 """An input's current messages at an epoch: their references and their data paths."""
+
+Build = Callable[["Sequence[DataFrame]", Time], "DataFrame"]
+"""How an input that is not materialized is recomputed from the frames of the stages whose
+files hold its data, at an epoch (``pipelines.ephemeral``)."""
 
 
 @dataclass(frozen=True)
@@ -82,14 +86,16 @@ class StageWork:
     ledger: Ledger
     state: KeyedState
     inputs: list[Resolved]
-    """Per input port: the current messages read, and their data paths."""
+    """Per stage whose files are read (per input port, unless one is not materialized): the
+    current messages read, and their data paths."""
     read_schemas: list[StructType | None]
-    """Per input port: the schema to read its files with (a source's declared one), or none."""
+    """Per entry of ``inputs``: the schema to read its files with (a source's), or none."""
     empty: list[StructType | None]
-    """Per input port without data at this epoch: the schema of its empty frame."""
-    derive: list[tuple[Transform, ...]] = field(default_factory=list)
-    """Per input port: the functions of the transforms that are not materialized between the
-    stage it reads and the stage whose files are read, in order (``pipelines.ephemeral``)."""
+    """Per entry of ``inputs`` without data at this epoch: the schema of its empty frame."""
+    derive: list[tuple[int, Build | None]] = field(default_factory=list)
+    """Per input port, when one is not materialized: how many entries of ``inputs`` (in order)
+    it is recomputed from, and how (``None``: the one entry as it is). Empty: one entry per
+    port, as it is (``pipelines.ephemeral``)."""
     on_round: RoundCallback | None = None
     sort_key: tuple[str, ...] | None = None
     """The columns its output message is sorted by (``pipelines.layout.sort_key``), if any."""
@@ -120,15 +126,20 @@ class StageWork:
             else:
                 assert schema is not None
                 out.append(self.spark.createDataFrame([], schema))
-        for port, fns in enumerate(self.derive):
-            for fn in fns:
-                out[port] = fn(out[port])
-        return out
+        if not self.derives:
+            return out
+        ports: list[DataFrame] = []
+        at = 0
+        for count, build in self.derive:
+            read = out[at : at + count]
+            ports.append(read[0] if build is None else build(read, self.epoch))
+            at += count
+        return ports
 
     @property
     def derives(self) -> bool:
         """Whether an input is recomputed in this run (not as its files hold it)."""
-        return any(self.derive)
+        return any(build is not None for _, build in self.derive)
 
     @property
     def home(self) -> Path:
@@ -137,8 +148,8 @@ class StageWork:
 
     @property
     def reads(self) -> tuple[MessageRef, ...]:
-        """Every input message this run reads (its lineage)."""
-        return tuple(ref for refs, _ in self.inputs for ref in refs)
+        """Every input message this run reads (its lineage), each once."""
+        return tuple(dict.fromkeys(ref for refs, _ in self.inputs for ref in refs))
 
     @property
     def input_paths(self) -> list[str]:
@@ -166,6 +177,34 @@ class StageWork:
         path = self.attempt_dir()
         try:
             writer(df, self.sort_key).parquet(str(path))
+            rows, size = self.store.stats(path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return Produced((Written(str(path), rows, size),), path)
+
+    def linkable(self) -> list[Path] | None:
+        """The Parquet files of the one input, when its output may be those very files: read
+        as they are (no function applied, no declared schema to read them with, no sorting),
+        all written by Spark with one schema. Else None."""
+        if self.derives or len(self.inputs) != 1 or self.sort_key or self.read_schemas[0]:
+            return None
+        paths = self.inputs[0][1]
+        if not paths:
+            return None
+        schemas = {spark_schema([path]) for path in paths}
+        if len(schemas) != 1 or None in schemas:
+            return None
+        return [part for path in paths for part in parts(path)]
+
+    def link(self, files: list[Path]) -> Produced:
+        """The run's output message made of ``files`` (committed, so immutable): hard links
+        in a fresh attempt directory (copies on another file system), no Spark job."""
+        path = self.attempt_dir()
+        try:
+            path.mkdir(parents=True)
+            for i, part in enumerate(files):
+                link_or_copy(str(part), str(path / f"part-{i:05d}-{part.name}"))
             rows, size = self.store.stats(path)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)

@@ -138,7 +138,9 @@ class Sessions:
     def __init__(self, path: Path, lock_timeout: float) -> None:
         self.path = path
         self._guard = threading.RLock()
-        self._file = AttachedFile(path, lock_timeout, recreate=False)
+        self._file = AttachedFile(path, lock_timeout, recreate=False, marks_waits=True)
+        self._checked = -1
+        """The hold of the file whose schema version was checked (once per hold)."""
         self._known: dict[str, Graph] = {}
         self._current: Session | None = None
         self._in_transaction = False
@@ -154,11 +156,13 @@ class Sessions:
                 return
             try:
                 with self._file.open() as con:
-                    found = current_version(con)
-                    if found > VERSION:
-                        raise LedgerSchemaError(str(self.path), found, VERSION)
-                    if found < VERSION:
-                        migrate(con, found)
+                    if self._file.holds != self._checked:
+                        found = current_version(con)
+                        if found > VERSION:
+                            raise LedgerSchemaError(str(self.path), found, VERSION)
+                        if found < VERSION:
+                            migrate(con, found)
+                        self._checked = self._file.holds
                     self._current = Session(con, self._known)
                     try:
                         yield self._current
@@ -169,6 +173,21 @@ class Sessions:
         if captured:  # the ledger is free again: a listener may wait for another lock
             for listener in list(self.listeners):
                 listener(captured)
+
+    @contextmanager
+    def held(self, linger: float) -> Iterator[None]:
+        """Keep the file locked and attached between this process's sessions while inside,
+        unless another holder wants it (it gets it within a few ms: ``AttachedFile``'s linger)
+        or ``linger`` seconds pass without a session; let go on leaving."""
+        with self._guard:
+            outer, self._file.linger = self._file.linger, max(self._file.linger, linger)
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._file.linger = outer
+                if outer <= 0:
+                    self._file.release()
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
