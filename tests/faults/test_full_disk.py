@@ -1,5 +1,5 @@
-"""A full disk under ``bank``: during the data writes of a run (its stages' attempts, the sink's
-among them) and during a ledger commit. Each time the error is one of epochgate's, naming the
+"""A full disk under ``bank``: during the data writes of a run (its stages' attempts; the sink,
+whose message links its input's files, writes none and commits) and during a ledger commit. Each time the error is one of epochgate's, naming the
 stage, the epoch and the file; nothing is committed (ledger verify clean, nothing uncommitted
 visible); once the space is back the next run succeeds and every output equals the oracle
 (``tests.faults.invariants``). The small file system is a tmpfs (``tests.faults.disks``); Spark's
@@ -55,14 +55,20 @@ def test_a_full_data_disk_fails_the_writes_naming_stage_epoch_and_file(
         send_epoch(rt, home.data, 0)
         rt.run()
         send_epoch(rt, home.data, 1)
-        run_before(rt, "export", [1])  # the sink's run is among those the full disk fails
+        run_before(rt, "export", [1])  # the sink is ready at epoch 1 when the disk fills
         before = invariants.snapshot(rt)
 
         disk.fill()
         with pytest.raises(RunFailedError) as caught:
             rt.run()
         failures = caught.value.failures
-        assert "export" in {f.stage for f in failures}
+        assert {f.stage for f in failures} >= {"enriched", "balances"}
+        # The sink writes no data: its message is hard links to its input's committed files,
+        # which a full disk does not refuse.
+        assert "export" not in {f.stage for f in failures}
+        assert 1 in rt.ledger.done_epochs("bank", "export")
+        (message,) = rt.ledger.message("bank", "export", 0, 1)
+        assert all(f.stat().st_nlink >= 2 for f in Path(message.path).glob("*.parquet"))
         for failure in failures:
             assert isinstance(failure, StageWriteError), failure
             assert failure.epoch == 1
