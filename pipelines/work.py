@@ -96,6 +96,8 @@ class StageWork:
     below: tuple[str, ...] = ()
     """The stages below this one that read its output, directly or not (for a partial stage:
     the partial stages keyed like it, which an eviction follows)."""
+    carried: tuple[MessageRef, ...] = ()
+    """The messages of its own it reads besides its inputs (``Stage.carried``)."""
     scratch: list[Path] = field(default_factory=list)
     """Directories to remove when the run's work is over, committed or not."""
 
@@ -137,8 +139,8 @@ class StageWork:
 
     @property
     def reads(self) -> tuple[MessageRef, ...]:
-        """Every input message this run reads (its lineage)."""
-        return tuple(ref for refs, _ in self.inputs for ref in refs)
+        """Every message this run reads (its lineage): its inputs', and its own it carries."""
+        return (*(ref for refs, _ in self.inputs for ref in refs), *self.carried)
 
     @property
     def input_paths(self) -> list[str]:
