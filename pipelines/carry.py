@@ -28,7 +28,8 @@ from pipelines.errors import StageFailedError
 from pipelines.footers import free_of_nulls
 from pipelines.partial import PartialState
 from pipelines.work import Produced, StageWork
-from state_store import PartialKeys
+from progress.ledger import Ledger
+from state_store import KeyedState, PartialKeys
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -39,14 +40,22 @@ FILE = "__epochgate_file"
 """The column that names the file of a row refused for a null key."""
 
 
-def settle(work: StageWork, key: Sequence[str]) -> None:
-    """Commit the staged attempts the ledger committed, drop the others (after a crash)."""
-    p, stage, ledger = work.pipeline, work.stage, work.ledger
+def committed_in(ledger: Ledger, pipeline: str, stage: str) -> Callable[[int, str], bool]:
+    """Whether the ledger has committed an attempt of ``stage`` at an epoch (it is the current
+    output there): what the state store settles its staged attempts by."""
 
     def committed(epoch: int, attempt: str) -> bool:
-        return any(m.attempt == attempt for m in ledger.message(p, stage, 0, epoch))
+        return any(m.attempt == attempt for m in ledger.message(pipeline, stage, 0, epoch))
 
-    work.state.reconcile(p, stage, key, committed)
+    return committed
+
+
+def settle(
+    state: KeyedState, ledger: Ledger, pipeline: str, stage: str, key: Sequence[str]
+) -> None:
+    """Commit the staged attempts the ledger committed, drop the others (after a crash). The
+    caller holds the stage's writer lock: no run of it is writing an attempt meanwhile."""
+    state.reconcile(pipeline, stage, key, committed_in(ledger, pipeline, stage))
 
 
 def carry(
@@ -60,7 +69,7 @@ def carry(
     """Run one epoch of a keyed stage (see the module docs)."""
     p, name, epoch = work.pipeline, work.stage, work.epoch
     assert isinstance(epoch, int)
-    settle(work, key)
+    settle(work.state, work.ledger, p, name, key)
     batch = work.frames[0]
     check_key_columns(name, epoch, batch, key, schema, files=work.inputs[0][1])
     keys: list[str] = [f"{path}/*.parquet" for path in work.inputs[0][1]]

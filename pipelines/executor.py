@@ -193,6 +193,7 @@ class Executor:
             on_round=self.on_round,
             below=tuple(followers(self.pipeline.stages, stage.name)) if stage.partial else (),
             sort_key=sort_key(self.pipeline.stages, stage.name),
+            carried=tuple(stage.carried(self.ledger, p, epoch)),
         )
         return Admitted(stage, epoch, batch, revision, run_id, work, started)
 

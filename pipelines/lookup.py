@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelines.carry import committed_in
 from pipelines.epochs import epoch_problem
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.families import chain, followers
@@ -149,12 +150,8 @@ class KeyedReads:
         """Make the state show every epoch the ledger has committed: a run killed between its
         ledger commit and its state's left its rows staged, and the stage's next run would
         settle them only then."""
-        ledger, p = self.rt.ledger, self._p
-
-        def committed(epoch: int, attempt: str) -> bool:
-            return any(m.attempt == attempt for m in ledger.message(p, spec.name, 0, epoch))
-
-        self.rt.state.settle_committed(p, spec.name, spec.key, committed)
+        committed = committed_in(self.rt.ledger, self._p, spec.name)
+        self.rt.state.settle_committed(self._p, spec.name, spec.key, committed)
 
     def last_epoch(self, spec: KeyedStage) -> int | None:
         return self.upquery.last_epoch(spec.name)

@@ -44,6 +44,7 @@ from pipelines.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.pending import PendingReads
 from pipelines.replay import replay, replayed_sources
 from pipelines.results import RunResult, RunStatus
+from pipelines.revisions import above, next_revision
 from pipelines.settings import STATE_FILE, state_path
 from pipelines.sinks import SinkDirectory, publish_committed
 from pipelines.spark import LazySpark, SparkFactory
@@ -300,9 +301,11 @@ class Runtime:
     def _revise_stale(
         self, stale: list[tuple[str, Time]], revised: set[tuple[str, Time]]
     ) -> list[RunResult]:
-        """Re-run the earliest stale output (and, for a stateful stage, the epochs after it).
-        ``revised`` remembers what this loop revised: stale again means a cycle of revisions."""
-        stage, epoch = stale[0]
+        """Re-run the first stale output in revision order (``pipelines.revisions``: the
+        earliest, but a stateful stage after the stale outputs above it) and, for a stateful
+        stage, the epochs after it. ``revised`` remembers what this loop revised: stale again
+        means a cycle of revisions."""
+        stage, epoch = next_revision(self.pipeline.stages, stale, self._above)
         if (stage, epoch) in revised:
             raise PipelineError(
                 f"stage {stage!r} epoch {epoch} is still stale after it was revised: "
@@ -311,6 +314,11 @@ class Runtime:
         batch = self.revise(stage, [epoch])
         revised.update((r.stage, r.epoch) for r in batch)
         return batch
+
+    @cached_property
+    def _above(self) -> dict[str, frozenset[str]]:
+        """``pipelines.revisions.above`` of every stage."""
+        return {name: above(self.pipeline.stages, name) for name in self.pipeline.stages}
 
     def backfill(
         self,
@@ -377,7 +385,7 @@ class Runtime:
             )
         results = []
         with self.exclusive(stage_name):
-            for epoch in stage.revision_epochs(self.state, p, epochs, done):
+            for epoch in stage.revision_epochs(self.state, self.ledger, p, epochs, done):
                 with self.ledger.session():
                     admitted = self.executor.prepare(stage, epoch, batch=[], revision=True)
                 results.append(self.executor.complete(admitted))

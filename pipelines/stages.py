@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pipelines.arguments import join_kind, missing_columns
-from pipelines.carry import StateUpdate, carry, replay_updates
+from pipelines.carry import StateUpdate, carry, replay_updates, settle
 from pipelines.clock import EXPLICIT, CloseRule
 from pipelines.errors import StageFailedError
 from pipelines.iteration import Rounds, RoundStep, Transform, pending_paths, scope_graph
@@ -38,7 +38,7 @@ from pipelines.partial import PartialState
 from pipelines.sinks import SinkDirectory, resolve_sink_path
 from pipelines.work import Produced, StageWork, Written
 from progress import Graph, Time
-from progress.ledger import Ledger, MessageRecord, scope_name
+from progress.ledger import Ledger, MessageRecord, MessageRef, scope_name
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -128,10 +128,20 @@ class Stage:
         return []
 
     def revision_epochs(
-        self, state: KeyedState, pipeline: str, requested: Sequence[Time], done: Sequence[Time]
+        self,
+        state: KeyedState,
+        ledger: Ledger,
+        pipeline: str,
+        requested: Sequence[Time],
+        done: Sequence[Time],
     ) -> list[Time]:
         """The epochs a revision of ``requested`` recomputes, in order (getting ready for it)."""
         return sorted(set(requested))
+
+    def carried(self, ledger: Ledger, pipeline: str, epoch: Time) -> list[MessageRef]:
+        """The messages of its own that its run at ``epoch`` reads besides its inputs (none):
+        recorded with what it read, so that replacing one makes the run stale."""
+        return []
 
     def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
         """Its output for input ``frames``, as a Spark plan that is analysed, never run: how the
@@ -331,15 +341,37 @@ class KeyedStage(Stage):
     holds_state: ClassVar[bool] = True
 
     def revision_epochs(
-        self, state: KeyedState, pipeline: str, requested: Sequence[Time], done: Sequence[Time]
+        self,
+        state: KeyedState,
+        ledger: Ledger,
+        pipeline: str,
+        requested: Sequence[Time],
+        done: Sequence[Time],
     ) -> list[Time]:
-        """Every done epoch from the earliest requested one on, from the state before it."""
+        """Every done epoch from the earliest requested one on, from the state before it. The
+        staged attempts the ledger committed (a run killed between its two commits) are settled
+        first: settled after the rewind, one would put its epoch's rows back into the state the
+        revision starts from, and they would count twice."""
         if not requested:
             return []
         first = min(requested)
         assert isinstance(first, int)
+        settle(state, ledger, pipeline, self.name, self.key)
         state.rewind(pipeline, self.name, self.key, first)
         return [e for e in sorted(done) if isinstance(e, int) and e >= first]
+
+    def carried(self, ledger: Ledger, pipeline: str, epoch: Time) -> list[MessageRef]:
+        """Its own output the epoch before: the state its run at ``epoch`` starts from is what
+        its runs through that epoch left. A revision from an earlier epoch that was stopped
+        before it reached this one (a kill) replaced that output, so this run is stale and is
+        revised in turn."""
+        if not isinstance(epoch, int) or epoch == 0:
+            return []
+        before = self.output_time(epoch - 1)
+        return [
+            MessageRef(self.name, m.port, m.time, m.attempt)
+            for m in ledger.message(pipeline, self.name, 0, before)
+        ]
 
     def summary(self) -> str:
         text = f"{self.kind.capitalize()} stage keyed by {', '.join(self.key)} " + self.carries

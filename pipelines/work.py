@@ -102,6 +102,8 @@ class StageWork:
     below: tuple[str, ...] = ()
     """The stages below this one that read its output, directly or not (for a partial stage:
     the partial stages keyed like it, which an eviction follows)."""
+    carried: tuple[MessageRef, ...] = ()
+    """The messages of its own it reads besides its inputs (``Stage.carried``)."""
     scratch: list[Path] = field(default_factory=list)
     """Directories to remove when the run's work is over, committed or not."""
 
@@ -148,8 +150,10 @@ class StageWork:
 
     @property
     def reads(self) -> tuple[MessageRef, ...]:
-        """Every input message this run reads (its lineage), each once."""
-        return tuple(dict.fromkeys(ref for refs, _ in self.inputs for ref in refs))
+        """Every message this run reads (its lineage), each once: its inputs', and its own it
+        carries."""
+        refs = (*(ref for refs, _ in self.inputs for ref in refs), *self.carried)
+        return tuple(dict.fromkeys(refs))
 
     @property
     def input_paths(self) -> list[str]:

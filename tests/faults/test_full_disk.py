@@ -1,9 +1,9 @@
-"""A full disk under ``bank``: during the data writes of a run (its stages' attempts; the sink,
-whose message links its input's files, writes none and commits) and during a ledger commit. Each time the error is one of epochgate's, naming the
-stage, the epoch and the file; nothing is committed (ledger verify clean, nothing uncommitted
-visible); once the space is back the next run succeeds and every output equals the oracle
-(``tests.faults.invariants``). The small file system is a tmpfs (``tests.faults.disks``); Spark's
-scratch space stays on the big one."""
+"""A full disk under ``bank``: during the data writes of a run (its stages' attempts; the
+sink, whose message links its input's files, writes none and commits) and during a ledger
+commit. Each time the error is one of epochgate's, naming the stage, the epoch and the file;
+nothing is committed (ledger verify clean, nothing uncommitted visible); once the space is back
+the next run succeeds and every output equals the oracle (``tests.faults.invariants``). The small
+file system is a tmpfs (``tests.faults.disks``); Spark's scratch space stays on the big one."""
 
 from __future__ import annotations
 

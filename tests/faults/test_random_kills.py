@@ -98,13 +98,6 @@ def recover(rt: Runtime, rebank: Runtime, step: Step) -> None:
     rebank.run()
 
 
-@pytest.mark.xfail(
-    not full(),
-    run=False,
-    reason="known bug, open in issue 15: after a kill during a backfill of valid_wires "
-    "(FAULTS_SEED=15), recovery raises \"stage 'balances' epoch 1 is still stale after it was "
-    'revised: its output reads an attempt that is not current"; FAULTS=full runs it and fails',
-)
 def test_random_kills_of_a_bank_run_lose_nothing_and_count_nothing_twice(
     tmp_path: Path, spark: SparkSession, recorder: Recorder
 ) -> None:
