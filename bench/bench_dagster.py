@@ -45,11 +45,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import logging
 import os
 import pstats
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -88,7 +86,6 @@ from pipelines.examples.bank_data import DemoData, generate
 from pipelines.examples.sizes import positive
 from pipelines.runtime import Runtime, run_key
 from pipelines.settings import HOME_ENV
-from pipelines.spark import spark_session
 from progress import Tracker
 from progress.ledger import Ledger, MessageEntry, MessageRef, Origin
 
@@ -101,13 +98,6 @@ TICK_GOAL_MS = 200.0
 
 
 # -- shared ----------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextmanager
@@ -302,28 +292,12 @@ def bench_bank(args: argparse.Namespace, root: Path, spark: SparkSession, url: s
 def part_a(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-dagster-") as tmp:
         root = Path(tmp)
-        port: int | None = None
-        url = args.spark
-        if url is None:
+        if args.spark is None:
             os.environ[HOME_ENV] = str(root / "home")  # the server's pid file and log
-            port = free_port()
-            started = time.perf_counter()
-            url = connect_server.start(port, echo=lambda _: None).url
-            print(
-                f"Spark Connect server (local[2]) started in {time.perf_counter() - started:.0f}s"
-            )
-        try:
-            spark = spark_session(url)
-            try:
-                bench_bank(args, root, spark, url)
-            finally:
-                # A client left open retries its server for minutes at exit; handles still
-                # being released when it closes only warn.
-                logging.getLogger("pyspark.sql.connect.logging").setLevel(logging.ERROR)
-                spark.stop()
-        finally:
-            if port is not None:
-                connect_server.stop(port, echo=lambda _: None)
+        with connect_server.connect_session(args.spark, timeout=120) as connected:
+            if connected.start_seconds is not None:
+                print(f"Spark Connect server (local[2]) started in {connected.start_seconds:.0f}s")
+            bench_bank(args, root, connected.spark, connected.url)
 
 
 # -- part B: the frontier sensor's tick over a long ledger ----------------------------------

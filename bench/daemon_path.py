@@ -20,17 +20,12 @@ the sensor interval + 1.5x the direct time, met or not.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC
@@ -41,6 +36,7 @@ import dagster as dg
 import yaml
 from results_file import about_this_run, write_section
 
+from dagster_project import dev_server
 from dagster_project.demo import INSTANCE_CONFIG
 from dagster_project.names import EPOCH_TAG
 from dagster_project.run_timeline import Timeline, run_timeline
@@ -49,7 +45,6 @@ from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, generate
 from pipelines.runtime import Runtime
 from pipelines.settings import HOME_ENV
-from pipelines.spark import spark_session
 from progress.ledger import Ledger
 
 if TYPE_CHECKING:
@@ -139,58 +134,6 @@ def instance_dir(root: Path, launcher: str) -> Path:
     return home
 
 
-# -- dagster dev, in a process group of its own ------------------------------------------------
-
-
-def start_dev(cwd: Path, env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
-    argv = [str(BIN / "dagster"), "dev", "-w", str(REPO / "workspace.yaml")]
-    with (cwd / "dagster-dev.log").open("wb") as out:
-        return subprocess.Popen(
-            [*argv, "-h", "127.0.0.1", "-p", str(port)],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
-        )
-
-
-def wait_serving(dev: subprocess.Popen[bytes], port: int, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if dev.poll() is not None:
-            raise SystemExit(f"dagster dev exited with code {dev.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5):
-                return
-        except (urllib.error.URLError, OSError):
-            if time.monotonic() > deadline:
-                raise SystemExit(f"dagster dev did not serve in {timeout:.0f}s") from None
-            time.sleep(0.5)
-
-
-def stop_dev(dev: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    """SIGTERM to its process group, SIGKILL after ``timeout``."""
-    try:
-        os.killpg(dev.pid, signal.SIGTERM)
-        dev.wait(timeout=timeout)
-    except ProcessLookupError:
-        return
-    except subprocess.TimeoutExpired:
-        os.killpg(dev.pid, signal.SIGKILL)
-        dev.wait()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # its children (code server, run workers) too
-        try:
-            os.killpg(dev.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    os.killpg(dev.pid, signal.SIGKILL)
-
-
 # -- the sides ---------------------------------------------------------------------------------
 
 
@@ -242,9 +185,9 @@ def daemon_side(  # noqa: PLR0917 (one side's setting)
     ledger = Ledger(state / "ledger.duckdb")
     rt = Runtime(bank.pipeline(), ledger, spark, state / "data")
     measured = Measured(f"daemon, {launcher} launcher")
-    dev = start_dev(here, env, port)
+    dev = dev_server.start(here, env, port)
     try:
-        wait_serving(dev, port)
+        dev_server.wait_until_serving(dev)
         with dg.DagsterInstance.from_config(str(home)) as instance:
             for epoch in range(epochs):
                 advanced = send_epoch(rt, data, epoch)
@@ -260,7 +203,7 @@ def daemon_side(  # noqa: PLR0917 (one side's setting)
                     f"  {measured.name}: epoch {epoch} {took:5.1f}s ({done.runs} runs)", flush=True
                 )
     finally:
-        stop_dev(dev)
+        dev_server.stop(dev)
     return measured
 
 
@@ -382,28 +325,17 @@ def part_c(args: argparse.Namespace) -> None:
     """Part C on the Spark Connect server ``--spark`` names, or one started on a free port."""
     with tempfile.TemporaryDirectory(prefix="bench-daemon-") as tmp:
         root = Path(tmp)
-        url, port = args.spark, None
-        if url is None:
+        if args.spark is None:
             os.environ[HOME_ENV] = str(root / "server-home")
-            port = free_port()
-            url = connect_server.start(port, echo=lambda _: None, timeout=300).url
-        try:
-            spark = spark_session(url)
-            try:
-                run(
-                    root,
-                    spark,
-                    url,
-                    rows=args.daemon_rows,
-                    epochs=args.daemon_epochs,
-                    warmup=args.daemon_warmup,
-                    interval=args.interval,
-                    launchers=[x.strip() for x in args.launchers.split(",") if x.strip()],
-                    results=args.results,
-                )
-            finally:
-                logging.getLogger("pyspark.sql.connect.logging").setLevel(logging.ERROR)
-                spark.stop()
-        finally:
-            if port is not None:
-                connect_server.stop(port, echo=lambda _: None)
+        with connect_server.connect_session(args.spark, timeout=300) as connected:
+            run(
+                root,
+                connected.spark,
+                connected.url,
+                rows=args.daemon_rows,
+                epochs=args.daemon_epochs,
+                warmup=args.daemon_warmup,
+                interval=args.interval,
+                launchers=[x.strip() for x in args.launchers.split(",") if x.strip()],
+                results=args.results,
+            )

@@ -7,7 +7,9 @@ file and log under ``$EPOCHGATE_HOME/connect/PORT/`` (``pid/`` and ``log/``), so
 can each run a server, and neither file lands in the wheel or in ``/tmp``. Start returns once a
 client has run a query, and prints the ``sc://127.0.0.1:PORT`` URL to pass as ``--spark`` or
 ``EPOCHGATE_SPARK``. Stop sends SIGTERM to the pid in the pid file, waits for the process to
-exit, sends SIGKILL if it does not in time, and removes the pid file.
+exit, sends SIGKILL if it does not in time, and removes the pid file. ``connect_session`` is
+both around a block of code: a server started for the block, a client session on it, and both
+stopped after it.
 """
 
 from __future__ import annotations
@@ -19,13 +21,18 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipelines.settings import CONNECT_DIR, state_dir
 from pipelines.spark import BIND_KEYS, LOCAL_CONF
 from progress import EpochgateError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 15002
@@ -218,6 +225,59 @@ def stop(port: int = DEFAULT_PORT, *, timeout: float = 30.0, echo: Echo = print)
     pid_file(port).unlink(missing_ok=True)
     echo(f"stopped the Spark Connect server on port {port} (pid {current.pid}, {how})")
     return True
+
+
+@dataclass(frozen=True)
+class ConnectedSpark:
+    """A client session on a Spark Connect server, its URL, and the seconds the server took to
+    start (``None`` when it was already running)."""
+
+    spark: SparkSession
+    url: str
+    start_seconds: float | None
+
+
+CLIENT_LOGGER = "pyspark.sql.connect.logging"
+
+
+@contextmanager
+def connect_session(
+    url: str | None = None, *, port: int | None = None, timeout: float = 300.0
+) -> Iterator[ConnectedSpark]:
+    """A client session on the server at ``url``; with no ``url``, on a server started for the
+    block on ``port`` (a free one when ``None``) and stopped after it, by its pid.
+
+    The client's logger is quieted before the session stops: handles still being released when
+    it closes would only warn.
+    """
+    import logging
+
+    from pipelines.spark import spark_session
+
+    started: int | None = None
+    seconds: float | None = None
+    if url is None:
+        started = port if port is not None else _free_port()
+        began = time.monotonic()
+        url = start(started, echo=lambda _: None, timeout=timeout).url
+        seconds = time.monotonic() - began
+    try:
+        spark = spark_session(url)
+        try:
+            yield ConnectedSpark(spark, url, seconds)
+        finally:
+            logging.getLogger(CLIENT_LOGGER).setLevel(logging.ERROR)
+            spark.stop()
+    finally:
+        if started is not None:
+            stop(started, echo=lambda _: None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _wait_until_serving(port: int, pid: int, *, deadline: float) -> None:

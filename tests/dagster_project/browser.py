@@ -21,6 +21,7 @@ from playwright.sync_api import Error as PlaywrightError
 from dagster_project.demo import instance_home
 from tests.dagster_project.dagster_dev import (
     DagsterDev,
+    Serve,
     group_members,
     launch,
     stop,
@@ -62,7 +63,7 @@ def serve(root: Path, dagster_home: Path) -> Iterator[DagsterDev]:
     working in ``root``; stopped, and checked to be gone, on the way out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
     env |= {"DAGSTER_HOME": str(dagster_home), "EPOCHGATE_HOME": str(root / "home")}
-    dev = launch(root, env, command="webserver")
+    dev = launch(root, env, Serve.WEBSERVER)
     try:
         wait_until_serving(dev)
         yield dev

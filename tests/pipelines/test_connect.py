@@ -190,3 +190,35 @@ def test_a_client_without_a_server_fails_at_once(tmp_path: Path) -> None:
         f"(Connection refused); start one with: epochgate spark start --port {port}"
     )
     assert epochgate("status", home=home).stdout.strip() == "no pipelines registered"
+
+
+SESSION = """
+import sys
+from pipelines import connect_server
+
+with connect_server.connect_session(port=int(sys.argv[1]), timeout=180) as connected:
+    print(connected.url, connected.spark.range(3).count(), connected.start_seconds is not None)
+"""
+
+
+def test_a_connect_session_starts_its_server_and_stops_it_after_the_block(tmp_path: Path) -> None:
+    port, home = free_port(), tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env["EPOCHGATE_HOME"] = str(home)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", SESSION, str(port)],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip().splitlines()[-1] == f"sc://127.0.0.1:{port} 3 True"
+        assert not accepts(port)
+        assert not list(home.glob(PID_GLOB))
+    finally:
+        kill_leftovers(home)
