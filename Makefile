@@ -27,8 +27,12 @@ system: ## Install the system packages the suite needs (Java, ps, Chromium) when
 	.ci/system-packages
 
 .PHONY: test
-test: $(STAMP) system ## Run the whole test suite (installs what it needs first)
-	$(BIN)/pytest -q
+# Two test processes (each with its own Spark session), a whole test file to each at a time: the
+# suite's Spark jobs, child processes and waits overlap on the two cores.
+TEST_WORKERS ?= 2
+
+test: $(STAMP) system ## Run the whole test suite (installs what it needs first; TEST_WORKERS=2)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The demo's Dagster instance (DAGSTER_HOME) and its ledger and data, under the state directory.
 EPOCHGATE_HOME ?= .epochgate
