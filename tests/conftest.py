@@ -1,4 +1,4 @@
-"""Session-wide fixtures: one local SparkSession for every Spark test."""
+"""Session-wide fixtures: one local SparkSession for every Spark test; the slow test files first."""
 
 from __future__ import annotations
 
@@ -21,3 +21,10 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files marked ``slow`` first (in their order), then the others: with the suite spread
+    over two processes a file at a time (``make test``), the long files start early and the two
+    processes end together instead of one waiting on a long file collected last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from tests.bench.scripts import load
 
-pytestmark = [pytest.mark.spark, pytest.mark.dagster]
+pytestmark = [pytest.mark.spark, pytest.mark.dagster, pytest.mark.slow]
 
 
 def test_the_daemon_part_prints_the_direct_and_daemon_times_and_the_goal(

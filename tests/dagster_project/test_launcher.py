@@ -43,7 +43,7 @@ from tests.dagster_project.dagster_dev import (
 from tests.dagster_project.test_daemon import STAGES
 from tests.sockets import accepts
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow]
 
 REEXECUTE = """
 mutation Reexecute($params: ReexecutionParams!) {

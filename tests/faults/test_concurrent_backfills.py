@@ -56,6 +56,7 @@ pytestmark = [
     pytest.mark.faults,
     pytest.mark.dagster,
     pytest.mark.spark,
+    pytest.mark.slow,
     pytest.mark.timeout(2400 if full() else 900),
 ]
 

@@ -30,7 +30,7 @@ from tests.faults.scenario import (
 )
 
 # A campaign is long on a loaded machine (each kill starts a JVM): past the suite's 600 s.
-pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.timeout(3600)]
+pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.timeout(3600), pytest.mark.slow]
 
 ACCOUNTS = 10
 KEYS = ",".join(str(k) for k in range(ACCOUNTS))
