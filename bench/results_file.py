@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import platform
 import shlex
+import statistics
 import sys
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -63,3 +65,30 @@ def write_section(path: Path, name: str, body: str) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + section
     path.write_text(text)
+
+
+def spread(xs: Sequence[float], unit: str = "s", digits: int = 2) -> str:
+    """A figure over repeated runs as its median and spread (fastest to slowest).
+
+    >>> spread([3.0, 2.5, 3.5])
+    'median 3.00s (spread 2.50-3.50 over 3)'
+    >>> spread([1.25], unit=" ms", digits=1)
+    'median 1.2 ms (1 run)'
+    """
+    if not xs:
+        raise ValueError("no runs to summarise")
+    median = statistics.median(xs)
+    if len(xs) == 1:
+        return f"median {median:.{digits}f}{unit} (1 run)"
+    low, high = f"{min(xs):.{digits}f}", f"{max(xs):.{digits}f}"
+    return f"median {median:.{digits}f}{unit} (spread {low}-{high} over {len(xs)})"
+
+
+def verdict(value: float, goal: float, *, at_most: bool = True) -> str:
+    """``met`` or ``NOT met``: ``value`` against a goal it must stay at or under (or reach).
+
+    >>> verdict(1.07, 1.05), verdict(0.9, 1.10), verdict(130.0, 50.0, at_most=False)
+    ('NOT met', 'met', 'met')
+    """
+    ok = value <= goal if at_most else value >= goal
+    return "met" if ok else "NOT met"
