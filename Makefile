@@ -77,7 +77,7 @@ typecheck: $(STAMP) ## mypy --strict on the packages
 check: lint typecheck test ## Exactly what CI runs: lint, format check, types, tests
 
 .PHONY: bench
-bench: $(STAMP) ## Run the benchmarks (BENCH_SIZE=full: full sizes; the dev extras bring the bench extra)
+bench: $(STAMP) ## Run every bench script, writing bench/RESULTS.md and bench/plots (BENCH_SIZE=full: full sizes)
 	$(BIN)/python bench/bench_tracker.py
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_connect.py
@@ -86,6 +86,8 @@ bench: $(STAMP) ## Run the benchmarks (BENCH_SIZE=full: full sizes; the dev extr
 	$(BIN)/python bench/bench_partial.py
 	$(BIN)/python bench/bench_capture.py
 	$(BIN)/python bench/bench_peers.py
+	$(BIN)/python bench/bench_incremental.py
+	$(BIN)/python bench/bench_scaling.py
 
 .PHONY: faults
 faults: $(STAMP) system ## Kill bank at every fault point and at random (FAULTS=full), check, write bench/RESULTS.md
