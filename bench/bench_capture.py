@@ -1,7 +1,7 @@
 """Capture's cost: ``bank`` per epoch with its streams captured, against the same without.
 
     .venv/bin/python bench/bench_capture.py            # BENCH_SIZE=fast unless set
-    BENCH_SIZE=full .venv/bin/python bench/bench_capture.py
+    BENCH_SIZE=full .venv/bin/python bench/bench_capture.py [--results bench/RESULTS.md]
 
 Two homes run ``bank`` (without ``rings``) on the same seeded inputs, epoch by epoch, in turns
 (so a drift of the machine hits both): one captures ``valid_cards``, ``movements`` (a union,
@@ -12,7 +12,7 @@ nothing. An epoch is every worker's send and advance, then ``run()``. Figures:
   1,000,000 rows per epoch);
 * what a commit pays when its pipeline has no capture: the check, which reads the captured
   pipelines with the counts watermark the commit reads anyway, against the median commit (an
-  advance) it is part of.
+  advance) it is part of (median over many of each; goal <= 0.05).
 
 Then replay (``replay``):
 
@@ -23,12 +23,18 @@ Then replay (``replay``):
   follower in another home and ledger (a child process, ``epochgate replay -p
   bench_capture:follower --follow``) replays the capture; per epoch, the follower's run start
   minus the upstream's commit of that epoch, both read from the two ledgers' records (median
-  over the epochs after the first, whose run also starts the follower's Spark; goal under 2 s
+  over the epochs after the first, whose run also starts the follower's Spark; goal <= 2 s
   plus the poll interval, which is printed).
+
+Each figure made of repeated measurements is printed as its median with its spread (fastest to
+slowest), each goal with whether it is met (the replay throughputs have none); every ratio is
+of figures from the same run. The figures go to the ``bench_capture`` section of
+``bench/RESULTS.md`` (``--results`` names another file).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import statistics
@@ -36,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +51,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from results_file import Report, chosen_size, section, spread, write_section
 
 from pipelines import Runtime, capture_log
 from pipelines.dataflow import Pipeline
@@ -58,6 +66,10 @@ FOLLOWED_ENV = "BENCH_CAPTURE_FOLLOWED"
 POLL = 0.2
 """The follower's ``--poll``, in seconds."""
 REPO = Path(__file__).resolve().parents[1]
+RATIO_GOAL = 1.05
+"""Per-epoch time with capture on / off."""
+CHECK_GOAL = 0.05
+"""A commit's capture check / the commit, no capture."""
 
 
 @dataclass(frozen=True)
@@ -101,10 +113,6 @@ SIZES = {
 }
 
 
-def figure(name: str, value: float, goal: str, unit: str = "") -> None:
-    print(f"{name}: {value:.3f}{unit} (goal {goal})", flush=True)
-
-
 def epoch_seconds(rt: Runtime, data: DemoData, epoch: int) -> float:
     started = time.perf_counter()
     for source, workers in WORKERS.items():
@@ -124,8 +132,8 @@ def captured(rt: Runtime, root: Path) -> None:
         rt.capture("card_payments", root / "captures" / f"card_payments-{w}", worker=w)
 
 
-def commit_cost(size: Size, root: Path) -> tuple[float, float]:
-    """Median seconds of the capture check and of an advance commit, no capture."""
+def commit_cost(size: Size, root: Path) -> tuple[list[float], list[float]]:
+    """Seconds of each capture check and of each advance commit, no capture."""
     ledger = Ledger(root / "commits.duckdb")
     pipeline(rings=False).register(ledger)
     commits = []
@@ -140,10 +148,11 @@ def commit_cost(size: Size, root: Path) -> tuple[float, float]:
             started = time.perf_counter()
             s.captured({"bank"})
             queries.append(time.perf_counter() - started)
-    return statistics.median(queries), statistics.median(commits)
+    return queries, commits
 
 
-def run(size: Size, spark: SparkSession, root: Path) -> None:
+def run(size: Size, spark: SparkSession, root: Path) -> list[str]:
+    """Capture on against off, and a commit's check; the lines to write."""
     data = generate(
         root / "inputs", epochs=size.epochs, rows=size.rows, accounts=size.accounts, seed=5
     )
@@ -166,14 +175,21 @@ def run(size: Size, spark: SparkSession, root: Path) -> None:
         assert found.error is None, found
         print(f"  {found.stage} {found.worker}: {found.events} events, {found.rows} rows")
     ratio = statistics.median(seconds["on"]) / statistics.median(seconds["off"])
-    print(
-        f"  median per epoch: on {statistics.median(seconds['on']):.2f}s, "
-        f"off {statistics.median(seconds['off']):.2f}s"
+    queries, commits = commit_cost(size, root)
+    query, commit = statistics.median(queries), statistics.median(commits)
+    out = Report()
+    out.detail(f"per epoch, capture on: {spread(seconds['on'])}")
+    out.detail(f"per epoch, capture off: {spread(seconds['off'])}")
+    out.figure("per-epoch time capture on / off (median)", ratio, RATIO_GOAL)
+    out.detail(f"no capture, the check: {spread([q * 1e3 for q in queries], ' ms', 4)}")
+    out.detail(f"no capture, an advance: {spread([c * 1e3 for c in commits], ' ms', 2)}")
+    out.figure(
+        "a commit's capture check / the commit (no capture)",
+        query / commit,
+        CHECK_GOAL,
+        why="of the medians",
     )
-    figure("per-epoch time capture on / off (median)", ratio, "<= 1.05")
-    query, commit = commit_cost(size, root)
-    print(f"  no capture: the check {query * 1e3:.4f} ms, an advance {commit * 1e3:.2f} ms")
-    figure("a commit's capture check / the commit (no capture)", query / commit, "<= 0.05")
+    return out.lines
 
 
 # -- replay --------------------------------------------------------------------------------------
@@ -216,7 +232,8 @@ def many_epochs(directory: Path, epochs: int, rows: int) -> int:
     return len(events)
 
 
-def throughput(size: Size, spark: SparkSession, root: Path) -> None:
+def throughput(size: Size, spark: SparkSession, root: Path) -> list[str]:
+    """Replay's feeding, then feeding and running; the lines to write."""
     events = many_epochs(root / "many", size.replay_epochs, size.replay_rows)
     rt = Runtime(replayed(root / "many"), Ledger(root / "fed.duckdb"), spark, root / "fed")
     started = time.perf_counter()
@@ -224,15 +241,16 @@ def throughput(size: Size, spark: SparkSession, root: Path) -> None:
     seconds = time.perf_counter() - started
     assert fed == events, (fed, events)
     rows = size.replay_epochs * size.replay_rows
-    print(f"  fed {fed} events, {rows} rows in {seconds:.2f}s")
-    figure("replay feeding: events/s", fed / seconds, "none set", " events/s")
-    figure("replay feeding: rows/s", rows / seconds, "none set", " rows/s")
+    out = Report()
+    out.detail(f"fed {fed} events, {rows} rows in {seconds:.2f}s")
+    out.figure("replay feeding: events/s", fed / seconds, None, unit=" events/s", places=0)
+    out.figure("replay feeding: rows/s", rows / seconds, None, unit=" rows/s", places=0)
     again = []
     for _ in range(5):
         started = time.perf_counter()
         assert rt.replay() == 0
         again.append(time.perf_counter() - started)
-    print(f"  replay() with nothing new: {statistics.median(again) * 1e3:.1f} ms (median of 5)")
+    out.detail(f"replay() with nothing new: {spread([a * 1e3 for a in again], ' ms', 1)}")
 
     events = many_epochs(root / "run", size.run_epochs, size.replay_rows)
     rt = Runtime(replayed(root / "run"), Ledger(root / "ran.duckdb"), spark, root / "ran")
@@ -241,9 +259,12 @@ def throughput(size: Size, spark: SparkSession, root: Path) -> None:
     seconds = time.perf_counter() - started
     assert len(ran) == size.run_epochs, ran
     rows = size.run_epochs * size.replay_rows
-    print(f"  fed {events} events, {rows} rows and ran {len(ran)} epochs in {seconds:.2f}s")
-    figure("replay feeding + running: events/s", events / seconds, "none set", " events/s")
-    figure("replay feeding + running: rows/s", rows / seconds, "none set", " rows/s")
+    out.detail(f"fed {events} events, {rows} rows and ran {len(ran)} epochs in {seconds:.2f}s")
+    out.figure(
+        "replay feeding + running: events/s", events / seconds, None, unit=" events/s", places=0
+    )
+    out.figure("replay feeding + running: rows/s", rows / seconds, None, unit=" rows/s", places=0)
+    return out.lines
 
 
 def follower() -> Pipeline:
@@ -293,7 +314,8 @@ def committed(ledger: Ledger, epoch: int) -> float:
     return batch.committed_at.timestamp()
 
 
-def follow_latency(size: Size, spark: SparkSession, root: Path) -> None:
+def follow_latency(size: Size, spark: SparkSession, root: Path) -> list[str]:
+    """A follower in a child process replaying a capture as it grows; the lines to write."""
     data = generate(
         root / "follow-inputs",
         epochs=size.follow_epochs,
@@ -330,28 +352,50 @@ def follow_latency(size: Size, spark: SparkSession, root: Path) -> None:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
-    print(f"  poll interval {POLL}s")
-    figure(
+    out = Report()
+    out.detail(f"poll interval {POLL}s")
+    out.detail(f"follow, per epoch after the first: {spread(latencies)}")
+    out.figure(
         "follow: upstream commit to downstream run start (median)",
         statistics.median(latencies),
-        f"< {2 + POLL:g}s: 2 s plus the poll interval",
-        "s",
+        2 + POLL,
+        unit="s",
+        digits=1,
+        why="2 s plus the poll interval",
+    )
+    return out.lines
+
+
+def capture_section(lines: Sequence[str], size: Size, size_name: str) -> str:
+    return section(
+        "bench_capture: capture's cost, replay's throughput and a follower's latency",
+        [
+            f"size: {size_name}; `bank` without rings, {size.epochs} epochs of {size.rows:,} "
+            f"rows on each side (capture on, off) in turns; {size.commits} commits and checks "
+            f"timed; replay of {size.replay_epochs} epochs (fed) and {size.run_epochs} (fed "
+            f"and run) of {size.replay_rows:,} rows; {size.follow_epochs} epochs followed",
+            "figures over repeated epochs or calls: median (spread: fastest to slowest); each "
+            "ratio is of figures from this run",
+        ],
+        lines,
     )
 
 
-def main() -> None:
-    name = os.environ.get("BENCH_SIZE", "fast")
-    if name not in SIZES:
-        sys.exit(f"BENCH_SIZE must be one of {', '.join(SIZES)}, not {name!r}")
-    size = SIZES[name]
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=REPO / "bench" / "RESULTS.md")
+    args = parser.parse_args(argv)
+    name, size = chosen_size(SIZES)
     print(f"capture on vs off ({name}: {size})", flush=True)
     spark = spark_session()
     quiet(spark)
-    with tempfile.TemporaryDirectory() as tmp:
-        run(size, spark, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
+        lines = run(size, spark, Path(tmp))
         print(f"replay ({name})", flush=True)
-        throughput(size, spark, Path(tmp))
-        follow_latency(size, spark, Path(tmp))
+        lines += throughput(size, spark, Path(tmp))
+        lines += follow_latency(size, spark, Path(tmp))
+    write_section(args.results, "bench_capture", capture_section(lines, size, name))
+    print(f"written: {args.results}")
 
 
 if __name__ == "__main__":

@@ -28,8 +28,6 @@ figures, growth ratios and goals are printed and written to the ``bench_scaling`
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -38,7 +36,7 @@ from pathlib import Path
 
 from bench_overhead import plain_epoch, send_epoch
 from pyspark.sql import SparkSession
-from results_file import about_this_run, write_section
+from results_file import about_this_run, chosen_size, write_section
 from scaling import graphs, history
 from scaling.report import Point, growths, plot, section
 
@@ -212,10 +210,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
     parser.add_argument("--plots", type=Path, default=BENCH / "plots")
     args = parser.parse_args(argv)
-    name = os.environ.get("BENCH_SIZE", "fast")
-    if name not in PLANS:
-        sys.exit(f"BENCH_SIZE must be one of {', '.join(PLANS)}, not {name!r}")
-    plan = PLANS[name]
+    name, plan = chosen_size(PLANS)
     say(f"scaling ({name}: {plan})")
     spark = spark_session(args.spark)
     quiet(spark)

@@ -4,7 +4,11 @@ and the others kept as they are.
     write_section(Path("bench/RESULTS.md"), "bench_peers", body)
 
 A section lies between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``; a new one goes at the
-end. ``about_this_run`` gives the lines every section starts with: machine, date, command.
+end. ``about_this_run`` gives the lines every section starts with: machine, date, command;
+``section`` puts a heading, those lines, the run's settings and its figures together.
+``spread``, ``against`` and ``figure_line`` word a figure over repeated runs, a goal's verdict
+and a figure with its goal the same way in every script; ``Report`` prints such lines as they
+come and keeps them for the section; ``chosen_size`` reads ``BENCH_SIZE``.
 """
 
 from __future__ import annotations
@@ -14,9 +18,13 @@ import platform
 import shlex
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 HEADER = """# Benchmark results
 
@@ -92,3 +100,99 @@ def verdict(value: float, goal: float, *, at_most: bool = True) -> str:
     """
     ok = value <= goal if at_most else value >= goal
     return "met" if ok else "NOT met"
+
+
+def against(
+    value: float, goal: float, *, at_most: bool = True, unit: str = "", digits: int = 2
+) -> str:
+    """A goal and whether ``value`` meets it, as every script prints and writes it.
+
+    >>> against(1.07, 1.05)
+    'goal <= 1.05: NOT met'
+    >>> against(130.0, 50.0, at_most=False, digits=0, unit="x")
+    'goal >= 50x: met'
+    """
+    sign = "<=" if at_most else ">="
+    return f"goal {sign} {goal:.{digits}f}{unit}: {verdict(value, goal, at_most=at_most)}"
+
+
+def figure_line(
+    name: str,
+    value: float,
+    goal: float | None,
+    *,
+    at_most: bool = True,
+    unit: str = "",
+    digits: int = 2,
+    places: int = 3,
+    why: str = "",
+) -> str:
+    """A figure (``places`` decimals) with its goal (``digits`` decimals) and verdict, or
+    ``None`` when no goal is set; ``why`` says how the figure was made or where its goal comes
+    from.
+
+    >>> figure_line("on / off", 1.0312, 1.05, why="of the medians")
+    'on / off: 1.031 (of the medians; goal <= 1.05: met)'
+    >>> figure_line("fed", 2500.0, None, unit=" rows/s", places=0)
+    'fed: 2500 rows/s (no goal set)'
+    """
+    if goal is None:
+        verdict = "no goal set"
+    else:
+        verdict = against(value, goal, at_most=at_most, unit=unit, digits=digits)
+    return f"{name}: {value:.{places}f}{unit} ({f'{why}; ' if why else ''}{verdict})"
+
+
+@dataclass
+class Report:
+    """The lines of a run's figures, each printed as it is added and kept for the section."""
+
+    lines: list[str] = field(default_factory=list)
+
+    def detail(self, line: str) -> None:
+        """A figure that a goal's figure is made of (printed indented)."""
+        print(f"  {line}", flush=True)
+        self.lines.append(line)
+
+    def figure(
+        self,
+        name: str,
+        value: float,
+        goal: float | None,
+        *,
+        at_most: bool = True,
+        unit: str = "",
+        digits: int = 2,
+        places: int = 3,
+        why: str = "",
+    ) -> None:
+        """A figure with its goal: see ``figure_line``."""
+        line = figure_line(
+            name, value, goal, at_most=at_most, unit=unit, digits=digits, places=places, why=why
+        )
+        print(line, flush=True)
+        self.lines.append(line)
+
+
+def chosen_size(sizes: Mapping[str, T], default: str = "fast") -> tuple[str, T]:
+    """The size ``BENCH_SIZE`` names (``default`` when unset) and its name; an unknown name
+    ends the script with the names it could have been."""
+    name = os.environ.get("BENCH_SIZE", "") or default
+    if name not in sizes:
+        sys.exit(f"BENCH_SIZE must be one of {', '.join(sizes)}, not {name!r}")
+    return name, sizes[name]
+
+
+def section(heading: str, settings: Sequence[str], figures: Sequence[str]) -> str:
+    """A results section: its heading, this run's machine, date and command, the settings of
+    the run and its figures, each a list item."""
+    return "\n".join(
+        [
+            f"## {heading}",
+            "",
+            *about_this_run(),
+            *(f"- {line}" for line in settings),
+            "",
+            *(f"- {line}" for line in figures),
+        ]
+    )

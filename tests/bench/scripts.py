@@ -1,4 +1,5 @@
-"""The bench scripts loaded as modules, for their fast forms in tests."""
+"""The bench scripts loaded as modules, for their fast forms in tests, and the checks of
+the results sections they write."""
 
 from __future__ import annotations
 
@@ -22,3 +23,36 @@ def load(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+OTHER = "# Benchmark results\n\n<!-- other:start -->\nkept\n<!-- other:end -->\n"
+"""A results file that already holds another script's section."""
+
+
+def results_beside_another(path: Path) -> Path:
+    """``path``, a results file holding another section, for a script to add its own to."""
+    path.write_text(OTHER)
+    return path
+
+
+def section_of(path: Path, name: str) -> str:
+    """The section ``name`` of the results file at ``path``, once checked that the other
+    section is still there and the section starts as every section does."""
+    text = path.read_text()
+    assert "<!-- other:start -->\nkept\n<!-- other:end -->" in text, text
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    assert text.count(start) == 1, text
+    assert text.count(end) == 1, text
+    section = text.split(start, 1)[1].split(end, 1)[0]
+    assert section.lstrip().startswith(f"## {name}: "), section
+    for about in ("- machine: ", "- date: ", "- command: "):
+        assert about in section, section
+    return section
+
+
+def goal_lines(lines: list[str]) -> list[str]:
+    """The lines of ``lines`` that state a goal; each must say whether it is met."""
+    found = [x for x in lines if "goal <= " in x or "goal >= " in x]
+    for line in found:
+        assert line.endswith((": met)", ": NOT met)")), line
+    return found
