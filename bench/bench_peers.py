@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_peers.py          # BENCH_SIZE=tiny unless set
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 --repeats 3
+    BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 1000000 --repeats 3 1
 
 Two workloads on seeded Parquet files, one per source, worker and epoch (``peers/workloads.py``):
 a per-key running sum over the epochs, and a join of two inputs whose epoch may be emitted only
@@ -61,7 +62,15 @@ BENCH = Path(__file__).resolve().parent
 @dataclass(frozen=True)
 class Plan:
     sizes: tuple[Size, ...]
-    repeats: int
+    repeats: int | tuple[int, ...]
+    """Runs of each tool per size: one number for every size, or one per size in order (the
+    last one for any size after)."""
+
+    def repeats_at(self, index: int) -> int:
+        """How many times each tool runs at ``sizes[index]``."""
+        if isinstance(self.repeats, int):
+            return self.repeats
+        return self.repeats[min(index, len(self.repeats) - 1)]
 
 
 PLANS = {
@@ -128,7 +137,7 @@ def measure(
 ) -> list[Figure]:
     """Every tool on every workload and size, ``plan.repeats`` times; their figures."""
     figures: list[Figure] = []
-    for size in plan.sizes:
+    for index, size in enumerate(plan.sizes):
         for workload in WORKLOADS:
             inputs = root / f"rows{size.rows}"
             started = time.perf_counter()
@@ -140,7 +149,7 @@ def measure(
             )
             for tool in tools:
                 runs, wrong = [], []
-                for repeat in range(plan.repeats):
+                for repeat in range(plan.repeats_at(index)):
                     home = root / "runs" / f"{tool}-{workload}-{size.rows}-{repeat}"
                     run = runner(tool, feed, home)
                     bad = wrong_epochs(inputs, workload, Path(run.output))
@@ -195,7 +204,7 @@ def section(
     made: list[Path],
     base: Path,
 ) -> str:
-    repeats = max(f.repeats for f in figures)
+    repeats = ", ".join(sorted({f"{f.repeats} at {f.rows:,} rows/epoch" for f in figures}))
     lines = [
         "## bench_peers: epochgate, plain PySpark, bytewax and Pathway on the same inputs",
         "",
@@ -237,7 +246,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="*", help="rows per epoch (one run per size)")
     parser.add_argument("--epochs", type=int, help="epochs per workload")
-    parser.add_argument("--repeats", type=int, help="runs of each tool (medians over them)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        nargs="+",
+        help="runs of each tool (medians over them); one number per size in turn, the last for "
+        "the sizes after it",
+    )
     parser.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
     parser.add_argument("--plots", type=Path, default=BENCH / "plots")
@@ -258,12 +273,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         sizes = tuple(Size(rows=r, epochs=sizes[0].epochs) for r in args.rows)
     if args.epochs:
         sizes = tuple(Size(s.rows, args.epochs, s.accounts, s.customers) for s in sizes)
-    plan = Plan(sizes, args.repeats or plan.repeats)
-    print(
-        f"peers ({name}): {', '.join(f'{s.rows:,} rows x {s.epochs} epochs' for s in sizes)}, "
-        f"{plan.repeats} repeat(s), tools {', '.join(args.tools)}",
-        flush=True,
+    plan = Plan(sizes, tuple(args.repeats) if args.repeats else plan.repeats)
+    each = ", ".join(
+        f"{s.rows:,} rows x {s.epochs} epochs x {plan.repeats_at(i)} repeat(s)"
+        for i, s in enumerate(sizes)
     )
+    print(f"peers ({name}): {each}, tools {', '.join(args.tools)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         figures = measure(plan, args.tools, Path(tmp))
     report(figures, args.results, args.plots)
