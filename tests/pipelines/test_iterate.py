@@ -96,10 +96,11 @@ def test_a_changing_round_runs_only_the_jobs_of_its_write(
 ) -> None:
     """While the state changes, a round runs no Spark job besides writing its state (the change
     shows in its row count, or in the checksum its write observed); only the fixed point
-    compares rows."""
+    compares rows. Every round reads the epoch's input from Spark's cache, dropped after."""
     tracker = spark.sparkContext.statusTracker()
     run_group = f"test-iterate-{uuid.uuid4().hex}"
     writes: list[str] = []
+    inputs: list[tuple[DataFrame, bool]] = []
     write = Rounds._write
 
     def grouped_write(self: Rounds, df: DataFrame, r: int) -> RoundState:
@@ -107,8 +108,12 @@ def test_a_changing_round_runs_only_the_jobs_of_its_write(
         with job_group(spark, writes[-1]):
             return write(self, df, r)
 
+    def step(labels: DataFrame, links: DataFrame) -> DataFrame:
+        inputs.append((links, links.is_cached))
+        return chains.spread(labels, links)
+
     monkeypatch.setattr(Rounds, "_write", grouped_write)
-    rt = chains.runtime(tmp_path, spark)
+    rt = chains.runtime(tmp_path, spark, step=step)
     chains.send(rt, [chains.PATH_OF_SIX])
     with job_group(spark, run_group):
         result = rt.run_stage("components", 0)
@@ -120,6 +125,8 @@ def test_a_changing_round_runs_only_the_jobs_of_its_write(
     # Before the writes observed their checksums, the rounds ran 14 more jobs here.
     outside = tracker.getJobIdsForGroup(run_group)
     assert len(outside) <= 2, f"{len(outside)} jobs outside the rounds' writes"
+    assert [cached for _, cached in inputs] == [True] * 6
+    assert not inputs[0][0].is_cached
 
 
 def test_rounds_whose_writes_tell_no_checksum_compute_it(
