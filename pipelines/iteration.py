@@ -284,11 +284,10 @@ class Rounds:
         watched, observed_checksum = observed(df)
         try:
             watched.write.parquet(str(path))
-            rows, size = self.store.stats(path)
+            return RoundState(path, *self.store.stats(path), observed_checksum())
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
             raise
-        return RoundState(path, rows, size, observed_checksum())
 
 
 def _same_columns(stage: str, epoch: int, state: DataFrame, following: DataFrame) -> None:
