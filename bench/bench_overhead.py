@@ -26,6 +26,7 @@ The figures go to the ``bench_overhead`` section of ``bench/RESULTS.md``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
@@ -69,6 +70,10 @@ SIZES = {
 }
 GOALS = {("large", False): 1.10, ("large", True): 1.05, ("small", False): 1.5, ("small", True): 1.5}
 """The goal of each ratio epochgate / plain, by (size, with rings)."""
+GROUP_IDS = itertools.count()
+"""Numbers the job groups of every profiler in the process: Spark's status tracker keeps the
+jobs of a group name for the whole session, so a name used twice (a later comparison's run at
+the same epoch) would count the earlier run's jobs too."""
 PHASES = ("plan", "write", "count", "commit", "sink")
 """Phases of a stage run: reading its input and planning (an iterative stage's rounds too),
 writing its message, counting rows and checking keys, the ledger commit, publishing a sink."""
@@ -179,7 +184,7 @@ class Profiler:
         def work(fn: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(run: Any) -> Any:
                 self.current = run.stage.name
-                group = f"{run.stage.name}/{run.epoch}/{len(self.groups)}"
+                group = f"{run.stage.name}/{run.epoch}/{next(GROUP_IDS)}"
                 self.groups.append(group)
                 if self.spark is not None:
                     self.spark.sparkContext.setJobGroup(group, "bench_overhead")

@@ -7,16 +7,19 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from pipelines import reports
+from pipelines import iteration, reports
 from pipelines.dataflow import Pipeline
 from pipelines.errors import PipelineDefinitionError, StageFailedError
-from pipelines.iteration import STEP
+from pipelines.iteration import STEP, Rounds, RoundState
 from pipelines.runtime import run_key
 from progress import Product, Target
 from progress.ledger import scope_name
@@ -70,6 +73,75 @@ def test_rounds_reach_the_fixed_point_and_equal_the_oracle(
     assert rt.ledger.tracker("chains").frontier(Target("components", 0)) == frontier
     assert list(rt.ledger.tracker(SCOPE).pointstamps()) == []
     assert rt.run_stage("components", 0).status == "done-already"
+
+
+GROUP_KEYS = ("spark.jobGroup.id", "spark.job.description")
+
+
+@contextmanager
+def job_group(spark: SparkSession, group: str) -> Iterator[None]:
+    """The Spark jobs this thread runs meanwhile belong to ``group``; then the group before."""
+    sc = spark.sparkContext
+    saved = {key: sc.getLocalProperty(key) for key in GROUP_KEYS}
+    sc.setJobGroup(group, "test_iterate")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            sc.setLocalProperty(key, value)  # None removes it
+
+
+def test_a_changing_round_runs_only_the_jobs_of_its_write(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the state changes, a round runs no Spark job besides writing its state (the change
+    shows in its row count, or in the checksum its write observed); only the fixed point
+    compares rows. Every round reads the epoch's input from Spark's cache, dropped after."""
+    tracker = spark.sparkContext.statusTracker()
+    run_group = f"test-iterate-{uuid.uuid4().hex}"
+    writes: list[str] = []
+    inputs: list[tuple[DataFrame, bool]] = []
+    write = Rounds._write
+
+    def grouped_write(self: Rounds, df: DataFrame, r: int) -> RoundState:
+        writes.append(f"{run_group}-write-{r}")
+        with job_group(spark, writes[-1]):
+            return write(self, df, r)
+
+    def step(labels: DataFrame, links: DataFrame) -> DataFrame:
+        inputs.append((links, links.is_cached))
+        return chains.spread(labels, links)
+
+    monkeypatch.setattr(Rounds, "_write", grouped_write)
+    rt = chains.runtime(tmp_path, spark, step=step)
+    chains.send(rt, [chains.PATH_OF_SIX])
+    with job_group(spark, run_group):
+        result = rt.run_stage("components", 0)
+
+    assert result.rounds == 6
+    assert components(rt, 0) == chains.oracle(chains.PATH_OF_SIX)
+    assert len(writes) == 7  # round 0's state from init, and one per round
+    assert all(tracker.getJobIdsForGroup(group) for group in writes)
+    # Before the writes observed their checksums, the rounds ran 14 more jobs here.
+    outside = tracker.getJobIdsForGroup(run_group)
+    assert len(outside) <= 2, f"{len(outside)} jobs outside the rounds' writes"
+    assert [cached for _, cached in inputs] == [True] * 6
+    assert not inputs[0][0].is_cached
+
+
+def test_rounds_whose_writes_tell_no_checksum_compute_it(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that hands over no observed checksum (a Spark Connect server may not) leaves the
+    rounds to compute it from the files: the same rounds, the same fixed point."""
+    monkeypatch.setattr(iteration, "observed", lambda df: (df, lambda: None))
+    seen: list[tuple[int, int | None]] = []
+    rt = chains.runtime(tmp_path, spark, on_round=lambda s, e, r, c: seen.append((r, c)))
+    chains.send(rt, [chains.PATH_OF_SIX])
+    [result] = rt.run()
+    assert result.rounds == 6
+    assert seen == [(0, None), (1, None), (2, None), (3, None), (4, None), (5, 0)]
+    assert components(rt, 0) == chains.oracle(chains.PATH_OF_SIX)
 
 
 def test_a_killed_run_resumes_from_its_last_committed_round(
