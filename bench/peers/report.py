@@ -119,9 +119,10 @@ def goals(group: list[Figure]) -> list[Goal]:
         )
     elif rows >= 100_000:
         ratio = slower(ours, group)
-        found.append(
-            Goal(f"{where}: epochgate within 1.5x of the fastest", ratio <= 1.5, f"{ratio:.2f}x")
-        )
+        # Said beside it, never instead: how far the fastest tool whose output is exact is.
+        exact = slower(ours, [g for g in group if g.exact]) if ours.exact else ratio
+        detail = f"{ratio:.2f}x; {exact:.2f}x the fastest exact tool"
+        found.append(Goal(f"{where}: epochgate within 1.5x of the fastest", ratio <= 1.5, detail))
     return found
 
 
