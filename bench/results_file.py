@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -196,3 +196,17 @@ def section(heading: str, settings: Sequence[str], figures: Sequence[str]) -> st
             *(f"- {line}" for line in figures),
         ]
     )
+
+
+def save_plot(fig: Any, path: Path) -> Path:
+    """Write a matplotlib figure of a bench as the PNG ``path`` (its legend small, its layout
+    tight) and free it."""
+    import matplotlib.pyplot as plt
+
+    for ax in fig.axes:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

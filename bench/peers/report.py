@@ -7,6 +7,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from results_file import save_plot
+
 from peers.record import Run
 
 TOOLS = ("epochgate", "plain", "bytewax", "pathway")
@@ -240,10 +242,5 @@ def plots(figures: list[Figure], directory: Path) -> list[Path]:
         ax.set_ylabel(label)
         if name == "peers_throughput.png":
             ax.set_yscale("log")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = directory / name
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        made.append(path)
+        made.append(save_plot(fig, directory / name))
     return made

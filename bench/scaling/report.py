@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from results_file import spread, verdict
+from results_file import save_plot, spread, verdict
 
 GOAL = 1.2
 """The goal of every growth ratio."""
@@ -163,10 +163,5 @@ def plot(points: Sequence[Point], directory: Path) -> list[Path]:
         ax.set_xlabel(xlabel)
         ax.set_ylabel("seconds per epoch (median)")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = directory / name
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        made.append(path)
+        made.append(save_plot(fig, directory / name))
     return made
