@@ -64,6 +64,7 @@ import daemon_path
 import dagster as dg
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from results_file import section, spread, write_section
 
 from dagster_project.definitions import build_definitions
 from dagster_project.demo import INSTANCE_CONFIG
@@ -223,7 +224,8 @@ def compare(a: Side, b: Side, epochs: int) -> int:
     return len(fa)
 
 
-def bench_bank(args: argparse.Namespace, root: Path, spark: SparkSession, url: str) -> None:
+def bench_bank(args: argparse.Namespace, root: Path, spark: SparkSession, url: str) -> list[str]:
+    """Part A's epochs; the lines of its results section."""
     total = args.warmup + args.epochs
     started = time.perf_counter()
     data = generate(root / "inputs", epochs=total, rows=args.rows, accounts=args.accounts, seed=1)
@@ -287,9 +289,16 @@ def bench_bank(args: argparse.Namespace, root: Path, spark: SparkSession, url: s
     else:
         verdict = f"the goal is for {GOAL_ROWS:,} rows per epoch; this run used {args.rows:,}"
     print(f"median ratio Dagster / run: {median:.2f}  (goal <= {RATIO_GOAL}: {verdict})")
+    return [
+        f"{what}, {args.rows:,} rows per epoch, one Spark Connect server: `epochgate run` "
+        f"{spread(rs)}, Dagster {spread(ds)} per epoch",
+        f"Dagster's extra time per epoch: median {extra:.1f}s ({runs:.0f} runs per epoch)",
+        f"median of the per-epoch ratios Dagster / run: {median:.2f} "
+        f"(goal <= {RATIO_GOAL}: {verdict})",
+    ]
 
 
-def part_a(args: argparse.Namespace) -> None:
+def part_a(args: argparse.Namespace) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="bench-dagster-") as tmp:
         root = Path(tmp)
         if args.spark is None:
@@ -297,7 +306,7 @@ def part_a(args: argparse.Namespace) -> None:
         with connect_server.connect_session(args.spark, timeout=120) as connected:
             if connected.start_seconds is not None:
                 print(f"Spark Connect server (local[2]) started in {connected.start_seconds:.0f}s")
-            bench_bank(args, root, connected.spark, connected.url)
+            return bench_bank(args, root, connected.spark, connected.url)
 
 
 # -- part B: the frontier sensor's tick over a long ledger ----------------------------------
@@ -495,7 +504,7 @@ def first_ticks(driver: Driver, pipeline: Pipeline, ledger: LedgerResource) -> N
         print(f"    and reports: {line}")
 
 
-def part_b(args: argparse.Namespace) -> None:
+def part_b(args: argparse.Namespace) -> list[str]:
     if args.tick_epochs < PARTIAL + 2 or args.tick_stages < 2:
         raise SystemExit(f"part b needs --tick-epochs >= {PARTIAL + 2} and --tick-stages >= 2")
     pipeline = wide_pipeline(args.tick_stages)
@@ -532,6 +541,12 @@ def part_b(args: argparse.Namespace) -> None:
             print(f"  the rest (Dagster: context, resources, run requests): about {rest:.0f} ms")
             if args.profile:
                 profile(driver, args.ticks)
+    ms = [t * 1000 for t in ticks]
+    return [
+        f"frontier sensor tick, {args.tick_stages} stages x {epochs:,} epochs in the ledger, "
+        f"{runs:,} runs in the instance: {spread(ms, ' ms', 1)} (goal < {TICK_GOAL_MS:.0f} ms: "
+        f"{verdict})"
+    ]
 
 
 def profile(driver: Driver, n: int) -> None:
@@ -545,6 +560,21 @@ def profile(driver: Driver, n: int) -> None:
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
     print(f"cProfile of {n} ticks, by cumulative time:")
     print(out.getvalue())
+
+
+def runs_section(lines: list[str]) -> str:
+    """Parts A and B's section of the results file (part C writes its own)."""
+    return section(
+        "bench_dagster, parts A and B: Dagster against `epochgate run`; the sensor's tick",
+        [
+            "part A: the same epochs of `bank` through Dagster (in-process runs on a Dagster "
+            "instance, requested by the frontier sensor) and through `Runtime.run()`, sides in "
+            "turn; per-epoch medians after the warm-up epochs (spread: fastest to slowest)",
+            "part B: sensor ticks over a synthetic pipeline's long ledger, in turns with their "
+            "parts (spread: fastest to slowest tick)",
+        ],
+        lines,
+    )
 
 
 def main() -> None:
@@ -569,10 +599,13 @@ def main() -> None:
     daemon_path.add_options(parser)
     args = parser.parse_args()
     started = time.perf_counter()
+    lines: list[str] = []
     if args.part in ("a", "all"):
-        part_a(args)
+        lines += part_a(args)
     if args.part in ("b", "all"):
-        part_b(args)
+        lines += part_b(args)
+    if lines:
+        write_section(args.results, "bench_dagster_runs", runs_section(lines))
     if args.part in ("c", "all"):
         daemon_path.part_c(args)
     print(f"wall time {time.perf_counter() - started:.0f}s")

@@ -42,3 +42,23 @@ def test_the_daemon_part_prints_the_direct_and_daemon_times_and_the_goal(
     written = results.read_text()
     assert "<!-- bench_dagster:start -->" in written
     assert daemon in written
+
+
+def test_the_sensor_tick_part_writes_its_figure_with_its_goal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    module = load("bench_dagster")
+    args = argparse.Namespace(tick_epochs=12, tick_stages=4, ticks=3, profile=False)
+    lines = module.part_b(args)
+    assert len(lines) == 1
+    assert lines[0].startswith("frontier sensor tick, 4 stages x 12 epochs in the ledger")
+    assert lines[0].endswith(("(goal < 200 ms: met)", "(goal < 200 ms: NOT met)"))
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n<!-- other:start -->\nkept\n<!-- other:end -->\n")
+    module.write_section(results, "bench_dagster_runs", module.runs_section(lines))
+    text = results.read_text()
+    assert "kept" in text
+    assert lines[0] in text.split("<!-- bench_dagster_runs:start -->", 1)[1]
+    assert "sensor tick (Driver.tick)" in capsys.readouterr().out
