@@ -8,7 +8,7 @@ import dagster as dg
 import pytest
 from pyspark.sql import types as T
 
-from dagster_project.definitions import build_definitions
+from dagster_project.definitions import build_definitions, daemon_interval
 from dagster_project.names import LEDGER_CHECK, check_key, stage_key
 from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
 from pipelines.dataflow import Pipeline
@@ -78,7 +78,8 @@ def test_each_pipeline_has_an_in_process_job_and_a_frontier_sensor(tmp_path: Pat
         assert job.executor_def.name == "in_process"
         assert job.partitions_def == dg.DynamicPartitionsDefinition(name=f"{name}_epochs")
         sensor = defs.resolve_sensor_def(f"{name}_frontier")
-        assert sensor.minimum_interval_seconds == 45
+        # One second of slack against the daemon's loop, so it ticks every 45 s, not 50.
+        assert sensor.minimum_interval_seconds == daemon_interval(45) == 44
         assert sensor.default_status == dg.DefaultSensorStatus.STOPPED
         assert sensor.job_name == f"{name}_job"
     # A pipeline with partial stages (bank's balances) also has an upquery job and sensor,
@@ -87,7 +88,7 @@ def test_each_pipeline_has_an_in_process_job_and_a_frontier_sensor(tmp_path: Pat
     assert upquery.executor_def.name == "in_process"
     assert upquery.partitions_def is None
     upqueries = defs.resolve_sensor_def("bank_upqueries")
-    assert upqueries.minimum_interval_seconds == 45
+    assert upqueries.minimum_interval_seconds == 44
     assert upqueries.default_status == dg.DefaultSensorStatus.STOPPED
     assert upqueries.job_name == "bank_upquery"
     # Runs of other selections (a backfill's, the UI's) run in one process too.
