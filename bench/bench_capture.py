@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from results_file import Report, chosen_size, section, spread, write_section
+from results_file import Report, chosen_size, figure_line, section, spread, write_section
 
 from pipelines import Runtime, capture_log
 from pipelines.dataflow import Pipeline
@@ -180,14 +180,16 @@ def run(size: Size, spark: SparkSession, root: Path) -> list[str]:
     out = Report()
     out.detail(f"per epoch, capture on: {spread(seconds['on'])}")
     out.detail(f"per epoch, capture off: {spread(seconds['off'])}")
-    out.figure("per-epoch time capture on / off (median)", ratio, RATIO_GOAL)
+    out.figure(figure_line("per-epoch time capture on / off (median)", ratio, RATIO_GOAL))
     out.detail(f"no capture, the check: {spread([q * 1e3 for q in queries], ' ms', 4)}")
     out.detail(f"no capture, an advance: {spread([c * 1e3 for c in commits], ' ms', 2)}")
     out.figure(
-        "a commit's capture check / the commit (no capture)",
-        query / commit,
-        CHECK_GOAL,
-        why="of the medians",
+        figure_line(
+            "a commit's capture check / the commit (no capture)",
+            query / commit,
+            CHECK_GOAL,
+            why="of the medians",
+        )
     )
     return out.lines
 
@@ -243,8 +245,12 @@ def throughput(size: Size, spark: SparkSession, root: Path) -> list[str]:
     rows = size.replay_epochs * size.replay_rows
     out = Report()
     out.detail(f"fed {fed} events, {rows} rows in {seconds:.2f}s")
-    out.figure("replay feeding: events/s", fed / seconds, None, unit=" events/s", places=0)
-    out.figure("replay feeding: rows/s", rows / seconds, None, unit=" rows/s", places=0)
+    out.figure(
+        figure_line("replay feeding: events/s", fed / seconds, None, unit=" events/s", places=0)
+    )
+    out.figure(
+        figure_line("replay feeding: rows/s", rows / seconds, None, unit=" rows/s", places=0)
+    )
     again = []
     for _ in range(5):
         started = time.perf_counter()
@@ -261,9 +267,15 @@ def throughput(size: Size, spark: SparkSession, root: Path) -> list[str]:
     rows = size.run_epochs * size.replay_rows
     out.detail(f"fed {events} events, {rows} rows and ran {len(ran)} epochs in {seconds:.2f}s")
     out.figure(
-        "replay feeding + running: events/s", events / seconds, None, unit=" events/s", places=0
+        figure_line(
+            "replay feeding + running: events/s", events / seconds, None, unit=" events/s", places=0
+        )
     )
-    out.figure("replay feeding + running: rows/s", rows / seconds, None, unit=" rows/s", places=0)
+    out.figure(
+        figure_line(
+            "replay feeding + running: rows/s", rows / seconds, None, unit=" rows/s", places=0
+        )
+    )
     return out.lines
 
 
@@ -356,12 +368,14 @@ def follow_latency(size: Size, spark: SparkSession, root: Path) -> list[str]:
     out.detail(f"poll interval {POLL}s")
     out.detail(f"follow, per epoch after the first: {spread(latencies)}")
     out.figure(
-        "follow: upstream commit to downstream run start (median)",
-        statistics.median(latencies),
-        2 + POLL,
-        unit="s",
-        digits=1,
-        why="2 s plus the poll interval",
+        figure_line(
+            "follow: upstream commit to downstream run start (median)",
+            statistics.median(latencies),
+            2 + POLL,
+            unit="s",
+            digits=1,
+            why="2 s plus the poll interval",
+        )
     )
     return out.lines
 

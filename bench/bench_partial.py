@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
-from results_file import Report, chosen_size, section, spread, write_section
+from results_file import Report, chosen_size, figure_line, section, spread, write_section
 
 from pipelines import Pipeline, Runtime
 from pipelines.examples import bank
@@ -205,24 +205,28 @@ def run(size: Size, spark: SparkSession, root: Path) -> list[str]:
     out.detail(f"one never-read key's upquery at {half} epochs: {spread(at_half[0], digits=3)}")
     out.detail(f"one never-read key's upquery at {whole} epochs: {spread(at_full, digits=3)}")
     out.figure(
-        f"per_account: one key's upquery at {whole} / at {half} epochs",
-        statistics.median(at_full) / statistics.median(at_half[0]),
-        1.3,
-        why="of the medians",
+        figure_line(
+            f"per_account: one key's upquery at {whole} / at {half} epochs",
+            statistics.median(at_full) / statistics.median(at_half[0]),
+            1.3,
+            why="of the medians",
+        )
     )
 
     for partial, full in (("balances", "balances_full"), ("per_account", "per_account_full")):
         p_info, f_info = rt.state_info(partial), rt.state_info(full)
         out.figure(
-            f"{partial}: state bytes partial / full "
-            f"({p_info.present_keys} of {f_info.present_keys} keys)",
-            p_info.bytes / max(f_info.bytes, 1),
-            0.03,
+            figure_line(
+                f"{partial}: state bytes partial / full "
+                f"({p_info.present_keys} of {f_info.present_keys} keys)",
+                p_info.bytes / max(f_info.bytes, 1),
+                0.03,
+            )
         )
         out.detail(f"{partial}: per-epoch time, partial: {spread(seconds[partial], digits=3)}")
         out.detail(f"{partial}: per-epoch time, full twin: {spread(seconds[full], digits=3)}")
         ratio = statistics.median(seconds[partial]) / statistics.median(seconds[full])
-        out.figure(f"{partial}: per-epoch time partial / full (median)", ratio, 0.7)
+        out.figure(figure_line(f"{partial}: per-epoch time partial / full (median)", ratio, 0.7))
 
     zipf = Zipf(size, 7)
     for stage in ("balances", "per_account"):
@@ -234,7 +238,9 @@ def run(size: Size, spark: SparkSession, root: Path) -> list[str]:
         hits_ms = [x * 1000 for x in hits]
         out.detail(f"{stage}: lookup hits: {spread(hits_ms, ' ms', 3)}")
         out.figure(
-            f"{stage}: lookup hit, median", statistics.median(hits_ms), 10, unit=" ms", digits=0
+            figure_line(
+                f"{stage}: lookup hit, median", statistics.median(hits_ms), 10, unit=" ms", digits=0
+            )
         )
 
     rebuild_against_miss(rt, zipf, epochs, out)
@@ -260,13 +266,15 @@ def rebuild_against_miss(rt: Runtime, zipf: Zipf, epochs: list[int], out: Report
         out.detail(f"{stage}: one miss: {spread(misses)}")
         out.detail(f"{stage}: rebuilding the full twin (every epoch revised): {rebuild:.2f}s")
         out.figure(
-            f"{stage}: rebuilding the full twin / one miss",
-            rebuild / statistics.median(misses),
-            goal,
-            at_most=False,
-            digits=0,
-            places=1,
-            why="against the median miss",
+            figure_line(
+                f"{stage}: rebuilding the full twin / one miss",
+                rebuild / statistics.median(misses),
+                goal,
+                at_most=False,
+                digits=0,
+                places=1,
+                why="against the median miss",
+            )
         )
 
 
@@ -288,12 +296,14 @@ def new_view(ledger: Ledger, spark: SparkSession, root: Path, out: Report) -> No
     out.detail(f"new partial view's first read: {first_read:.2f}s")
     out.detail(f"new full view's backfill of every epoch: {backfill:.2f}s")
     out.figure(
-        "new partial view's first read vs full view's backfill",
-        backfill / first_read,
-        50,
-        at_most=False,
-        digits=0,
-        places=1,
+        figure_line(
+            "new partial view's first read vs full view's backfill",
+            backfill / first_read,
+            50,
+            at_most=False,
+            digits=0,
+            places=1,
+        )
     )
 
 

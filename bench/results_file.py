@@ -127,9 +127,9 @@ def figure_line(
     places: int = 3,
     why: str = "",
 ) -> str:
-    """A figure (``places`` decimals) with its goal (``digits`` decimals) and verdict, or
-    ``None`` when no goal is set; ``why`` says how the figure was made or where its goal comes
-    from.
+    """A figure (``places`` decimals) with its goal (``digits`` decimals) and whether it is
+    met (``goal`` None: no goal is set); ``why`` says how the figure was made or where its goal
+    comes from.
 
     >>> figure_line("on / off", 1.0312, 1.05, why="of the medians")
     'on / off: 1.031 (of the medians; goal <= 1.05: met)'
@@ -137,10 +137,10 @@ def figure_line(
     'fed: 2500 rows/s (no goal set)'
     """
     if goal is None:
-        verdict = "no goal set"
+        said = "no goal set"
     else:
-        verdict = against(value, goal, at_most=at_most, unit=unit, digits=digits)
-    return f"{name}: {value:.{places}f}{unit} ({f'{why}; ' if why else ''}{verdict})"
+        said = against(value, goal, at_most=at_most, unit=unit, digits=digits)
+    return f"{name}: {value:.{places}f}{unit} ({f'{why}; ' if why else ''}{said})"
 
 
 @dataclass
@@ -154,22 +154,8 @@ class Report:
         print(f"  {line}", flush=True)
         self.lines.append(line)
 
-    def figure(
-        self,
-        name: str,
-        value: float,
-        goal: float | None,
-        *,
-        at_most: bool = True,
-        unit: str = "",
-        digits: int = 2,
-        places: int = 3,
-        why: str = "",
-    ) -> None:
-        """A figure with its goal: see ``figure_line``."""
-        line = figure_line(
-            name, value, goal, at_most=at_most, unit=unit, digits=digits, places=places, why=why
-        )
+    def figure(self, line: str) -> None:
+        """A figure with its goal (a ``figure_line``)."""
         print(line, flush=True)
         self.lines.append(line)
 

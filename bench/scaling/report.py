@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from results_file import save_plot, spread, verdict
+from results_file import against, save_plot, spread
 
 GOAL = 1.2
 """The goal of every growth ratio."""
@@ -76,10 +76,8 @@ class Growth:
             what = f"per-epoch time behind {self.high.x:,} / behind {self.low.x:,} closed epochs"
         else:
             what = f"time {per[self.axis]} at {self.high.x:,} / at {self.low.x:,} {unit[self.axis]}"
-        return (
-            f"{name}, {self.tool}: {what} {self.value:.2f} "
-            f"(goal <= {GOAL:.1f}: {verdict(self.value, GOAL)})"
-        )
+        goal = against(self.value, GOAL, digits=1)
+        return f"{name}, {self.tool}: {what} {self.value:.2f} ({goal})"
 
 
 def growths(points: Sequence[Point]) -> list[Growth]:
