@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from pipelines.capture import follow
+from pipelines.capture_follower import follow
 from pipelines.dataflow import Pipeline
 from pipelines.runtime import Runtime
 from pipelines.settings import DATA_DIR, STATE_FILE, absolute, data_path, ledger_path, state_path

@@ -25,8 +25,10 @@ Each ``Progress`` carries the last ledger batch of the snapshot it was made from
 checked against the replay protocol before anything is appended.
 
 A commit that writes batches of a pipeline with a capture not stopped makes the committing
-process sync that pipeline's captures once the ledger is free again (``follow``); a failed
-sync is logged and the capture stays behind until the next one.
+process sync that pipeline's captures soon after, once the ledger is free again
+(``pipelines.capture_follower``); a failed sync is logged and the capture stays behind until
+the next one. A sync reads further only the captures whose stream has moved: a message
+catalogued after the log's last event, or a frontier other than the log's.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from pipelines import capture_log
 from progress import Tracker
 from progress.capture import DataFile, Event, Messages, Progress, Revision, StreamChecker
 from progress.errors import EpochgateError
-from progress.ledger import CaptureRecord, Ledger, StreamMessage, StreamSnapshot
+from progress.ledger import CaptureRecord, Ledger, StreamHead, StreamMessage, StreamSnapshot
 
 log = logging.getLogger("epochgate.capture")
 
@@ -350,11 +352,40 @@ def sync(ledger: Ledger, capture: CaptureRecord) -> int:
 Failed = Callable[[CaptureRecord, Exception], None]
 
 
+def unchanged(state: LogState, head: StreamHead) -> bool:
+    """Whether a log that holds its history has nothing to add: no message of its stream was
+    catalogued after its last event's batch, and the stream's frontier is the log's (a
+    revision waiting for its epoch's release waits for the frontier to move)."""
+    if state.floor is None:
+        return False
+    after = state.last_batch if state.last_batch is not None else state.floor
+    quiet = head.last_batch is None or head.last_batch <= after
+    return quiet and head.frontier == state.frontier
+
+
+def plan_if_moved(
+    ledger: Ledger, capture: CaptureRecord, state: LogState, tracker: Tracker, head: StreamHead
+) -> list[Planned]:
+    """``plan``, or nothing without reading the stream when its head says it has not moved."""
+    if unchanged(state, head):
+        return []
+    return plan(ledger, capture, state, tracker)
+
+
+def _floor(state: LogState) -> int:
+    """The batch after which a log's stream may hold messages the log lacks."""
+    if state.last_batch is not None:
+        return state.last_batch
+    return state.floor if state.floor is not None else 0
+
+
 def sync_pipeline(ledger: Ledger, pipeline: str, on_error: Failed | None = None) -> int:
     """Sync every capture of ``pipeline`` that is not stopped, from one ledger session (one
     look at the counts for all of them), holding their locks (taken in path order, before the
-    ledger's). A capture that fails raises, or with ``on_error`` is reported there and left
-    behind while the others go on. Returns the events appended."""
+    ledger's). A capture whose stream has no message since its log's last event and whose
+    frontier has not moved is not read further. A capture that fails raises, or with
+    ``on_error`` is reported there and left behind while the others go on. Returns the events
+    appended."""
     records = ledger.captures(pipeline, active=True)
     if not records:
         return 0
@@ -371,13 +402,16 @@ def sync_pipeline(ledger: Ledger, pipeline: str, on_error: Failed | None = None)
                 on_error(found, err)
         with ledger.session():
             tracker = ledger.tracker(pipeline)
-            for found in ledger.captures(pipeline, active=True):  # none stopped meanwhile
-                if found.directory in states:
-                    planned[found.directory] = plan(ledger, found, states[found.directory], tracker)
+            current = ledger.captures(pipeline, active=True)  # none stopped meanwhile
+            mine = [c for c in current if c.directory in states]
+            after = min((_floor(states[c.directory]) for c in mine), default=0)
+            heads = ledger.capture_heads(mine, after=after, tracker=tracker)
+            for found in mine:
+                planned[found.directory] = plan_if_moved(
+                    ledger, found, states[found.directory], tracker, heads[found.directory]
+                )
         total = 0
-        for found in records:
-            if found.directory not in planned:
-                continue
+        for found in mine:
             try:
                 total += appended(
                     Path(found.directory), states[found.directory], planned[found.directory]
@@ -386,33 +420,7 @@ def sync_pipeline(ledger: Ledger, pipeline: str, on_error: Failed | None = None)
                 if on_error is None:
                     raise
                 on_error(found, err)
-        return total
-
-
-def _warn(found: CaptureRecord, err: Exception) -> None:
-    log.warning(
-        "capture of %s.%s into %s is behind: %s", found.pipeline, found.stage, found.directory, err
-    )
-
-
-@dataclass(frozen=True)
-class Follower:
-    """The listener ``follow`` adds: it syncs the captures of each pipeline a commit wrote."""
-
-    ledger: Ledger
-
-    def __call__(self, pipelines: frozenset[str]) -> None:
-        for pipeline in sorted(pipelines):
-            try:
-                sync_pipeline(self.ledger, pipeline, on_error=_warn)
-            except (EpochgateError, OSError) as err:  # the ledger itself: the next sync repairs
-                log.warning("captures of %s are behind: %s", pipeline, err)
-
-
-def follow(ledger: Ledger) -> None:
-    """Make every commit of this ``Ledger`` object that can change a captured stream sync
-    the captures of its pipeline once the ledger is free again (added once)."""
-    ledger.on_commit(Follower(ledger))
+    return total
 
 
 # -- status ------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 
 from pipelines import reports
-from pipelines.capture import follow
 from pipelines.capture_commands import CaptureCommand, add_capture_commands
+from pipelines.capture_follower import follow, settle_all
 from pipelines.dataflow import Pipeline
 from pipelines.epochs import stage_epoch
 from pipelines.errors import BackfillIncompleteError, RunFailedError, StageFailedError
@@ -533,6 +533,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EpochgateError as err:
         print(f"epochgate: {err}", file=sys.stderr)
         return 1
+    finally:
+        settle_all()  # the captures a command's commits changed, before it exits
 
 
 if __name__ == "__main__":

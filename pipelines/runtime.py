@@ -17,13 +17,13 @@ and epoch of the run it stopped when there is one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, ExitStack, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines import capture, capture_log
+from pipelines import capture, capture_follower, capture_log
 from pipelines.capture import CaptureStatus
 from pipelines.dataflow import Pipeline
 from pipelines.ephemeral import derivation
@@ -88,7 +88,9 @@ class Runtime:
             pipeline, ledger, self._spark, self.store, self.state, on_round=on_round
         )
         self._order = self.graph.depths()
-        capture.follow(ledger)  # a commit that changes a captured stream syncs its capture
+        # A commit that changes a captured stream syncs its capture soon after (``run`` waits).
+        self._follower = capture_follower.follow(ledger)
+        self._runs = 0  # calls of run, run_stage, backfill, revise under way (``_settled``)
 
     @property
     def spark(self) -> SparkSession:
@@ -216,7 +218,7 @@ class Runtime:
         this process unless another process wants it (``Ledger.held``): Spark works with the
         ledger free for whoever asks. A stateful stage's writer lock is held from before its
         work until its commit or its failure."""
-        with self.ledger.held():
+        with self.ledger.held(), self._settled():
             return self._run(on_result)
 
     def _run(self, on_result: Callable[[RunResult], None] | None) -> list[RunResult]:
@@ -283,11 +285,24 @@ class Runtime:
                     failed[ready[0][0]] = err
             return finished, None, [(s, t) for s, t in self.stale() if s not in failed]
 
+    @contextmanager
+    def _settled(self) -> Iterator[None]:
+        """Run, run_stage, backfill and revise return with the captures their commits changed
+        synced (once, by the outermost of them): a capture follows other commits within
+        ``capture_follower.SYNC_DELAY``."""
+        self._runs += 1
+        try:
+            yield
+        finally:
+            self._runs -= 1
+            if not self._runs:
+                self._follower.settle()
+
     def run_stage(self, stage_name: str, epoch: Time) -> RunResult:
         """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
         self.pipeline.stage(stage_name)
         stage_epoch(stage_name, epoch)
-        with self.exclusive(stage_name):
+        with self._settled(), self.exclusive(stage_name):
             try:
                 with self.ledger.session():  # one connection for every question before the work
                     admitted = self.executor.admit(stage_name, epoch)
@@ -351,7 +366,7 @@ class Runtime:
                     on_result(result)
 
         redo = sorted(e for e in set(epochs) if e in done)
-        with self.exclusive(stage_name):
+        with self._settled(), self.exclusive(stage_name):
             if redo:
                 report(self.revise(stage_name, redo))
             for epoch in sorted(set(epochs) - done):
@@ -384,7 +399,7 @@ class Runtime:
                 "(run them instead)"
             )
         results = []
-        with self.exclusive(stage_name):
+        with self._settled(), self.exclusive(stage_name):
             for epoch in stage.revision_epochs(self.state, self.ledger, p, epochs, done):
                 with self.ledger.session():
                     admitted = self.executor.prepare(stage, epoch, batch=[], revision=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from progress.ledger.captures import CaptureRecord, StreamMessage, StreamSnapshot
+from progress.ledger.captures import CaptureRecord, StreamHead, StreamMessage, StreamSnapshot
 from progress.ledger.records import (
     BatchRecord,
     CommitResult,
@@ -45,6 +45,7 @@ __all__ = [
     "RunKind",
     "RunRecord",
     "StageStatus",
+    "StreamHead",
     "StreamMessage",
     "StreamSnapshot",
     "VerifyReport",

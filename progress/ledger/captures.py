@@ -196,6 +196,54 @@ def frontier(s: Session, rec: CaptureRecord, counts: Tracker | None = None) -> t
     return tuple(sorted(t for t in found.elements if isinstance(t, int)))
 
 
+@dataclass(frozen=True)
+class StreamHead:
+    """Where a captured stream stands: the last batch that catalogued one of its messages
+    after the batch asked for (None: none since), and its frontier."""
+
+    last_batch: int | None
+    frontier: tuple[int, ...]
+
+
+def heads(
+    s: Session, records: Sequence[CaptureRecord], after: int, counts: Tracker
+) -> dict[str, StreamHead]:
+    """Per capture directory, where its stream stands (``counts``: the session's tracker),
+    from two queries for all of ``records`` (one pipeline's): the last batch per stage, port
+    and batch worker with messages after batch ``after``, and the input workers'
+    capabilities."""
+    if not records:
+        return {}
+    pipeline = records[0].pipeline
+    last: dict[tuple[str, int, int | None], int] = {}
+    for stage, port, worker, batch in s.rows(
+        "SELECT m.stage, m.port, b.worker, max(m.batch_id) FROM messages m "
+        "JOIN batches b ON b.pipeline = m.pipeline AND b.batch_id = m.batch_id "
+        "WHERE m.pipeline = ? AND m.t1 = -1 AND m.batch_id > ? GROUP BY ALL",
+        [pipeline, after],
+    ):
+        last[(stage, int(port), worker)] = int(batch)
+    held: dict[tuple[str, int], tuple[int, ...]] = {}
+    if any(r.worker is not None for r in records):
+        for node, worker, t0 in s.rows(
+            "SELECT node, worker, t0 FROM capabilities WHERE pipeline = ?", [pipeline]
+        ):
+            held[(node, int(worker))] = () if t0 is None else (int(t0),)
+    out: dict[str, StreamHead] = {}
+    for rec in records:
+        found = [
+            b
+            for (stage, port, worker), b in last.items()
+            if stage == rec.stage and port == rec.port and rec.worker in (None, worker)
+        ]
+        if rec.worker is not None:
+            front = held.get((rec.stage, rec.worker), ())
+        else:
+            front = frontier(s, rec, counts)
+        out[rec.directory] = StreamHead(max(found, default=None), front)
+    return out
+
+
 def _stream(rec: CaptureRecord) -> tuple[str, list[Any]]:
     """The join and filter that select the stream's messages (``m``) with their batches."""
     sql = (

@@ -27,7 +27,7 @@ from progress.ledger import (
     verify,
     writer,
 )
-from progress.ledger.captures import CaptureRecord, StreamMessage, StreamSnapshot
+from progress.ledger.captures import CaptureRecord, StreamHead, StreamMessage, StreamSnapshot
 from progress.ledger.records import (
     CommitResult,
     History,
@@ -347,6 +347,15 @@ class Ledger:
             return captures.snapshot(
                 s, capture, after=after, floor=floor, history_from=history_from, counts=tracker
             )
+
+    def capture_heads(
+        self, records: Sequence[CaptureRecord], *, after: int, tracker: Tracker
+    ) -> dict[str, StreamHead]:
+        """Per capture directory, where its stream stands (the last batch with messages after
+        batch ``after``, the frontier), for the captures of one pipeline, read in one session
+        with ``tracker``, that session's counts (see ``progress.ledger.captures.heads``)."""
+        with self._sessions.session() as s:
+            return captures.heads(s, records, after, tracker)
 
     def capture_current(
         self, capture: CaptureRecord, times: Sequence[int]

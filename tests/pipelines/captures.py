@@ -21,6 +21,7 @@ import duckdb
 import pyarrow.parquet as pq
 
 from pipelines import capture_log
+from pipelines.capture_follower import follow
 from pipelines.examples.bank import WORKERS, pipeline
 from pipelines.examples.bank_data import DemoData, generate
 from pipelines.runtime import Runtime
@@ -50,9 +51,11 @@ def inputs(root: Path) -> DemoData:
 def runtime(
     home: Path, spark: SparkSession | SparkFactory, ledger: Ledger | None = None
 ) -> Runtime:
-    return Runtime(
-        pipeline(rings=False), ledger or Ledger(home / "ledger.duckdb"), spark, home / "data"
-    )
+    """``bank`` in ``home``; every commit syncs the captures at once (no delay), so a test
+    reads each step's events right after it."""
+    ledger = ledger or Ledger(home / "ledger.duckdb")
+    follow(ledger, delay=0)
+    return Runtime(pipeline(rings=False), ledger, spark, home / "data")
 
 
 def send_epoch(rt: Runtime, data: DemoData, epoch: int, *, hold: bool = True) -> None:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,13 +17,15 @@ import duckdb
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines import capture_log
+from pipelines import capture, capture_log
+from pipelines.capture import LogState, Planned
 from pipelines.cli import main
 from pipelines.examples.bank_data import DemoData, Oracle
 from pipelines.runtime import Runtime, run_key
+from progress import Tracker
 from progress.capture import Messages, Revision
 from progress.errors import CaptureError
-from progress.ledger import Ledger
+from progress.ledger import CaptureRecord, Ledger, StreamHead
 from tests.pipelines import captures, slow
 
 pytestmark = pytest.mark.spark
@@ -45,8 +48,40 @@ class Captured:
     """The stage capture's events while card worker 2 held the late epoch."""
 
 
+@dataclass
+class Twin:
+    """How often a sync read a stream, and how often its head said it had not moved."""
+
+    read: int = 0
+    skipped: int = 0
+
+
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Captured:
+def twin() -> Iterator[Twin]:
+    """Every sync of this module plans each capture in full as well: where the stream's head
+    says it has not moved, the full plan must be empty."""
+    found = Twin()
+    original = capture.plan_if_moved
+
+    def both(
+        ledger: Ledger, rec: CaptureRecord, state: LogState, tracker: Tracker, head: StreamHead
+    ) -> list[Planned]:
+        full = capture.plan(ledger, rec, state, tracker)
+        if capture.unchanged(state, head):
+            assert full == [], f"{rec.directory}: the head {head} hides {full}"
+            found.skipped += 1
+        else:
+            found.read += 1
+        assert original(ledger, rec, state, tracker, head) == full
+        return full
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(capture, "plan_if_moved", both)
+        yield found
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession, twin: Twin) -> Captured:
     """``valid_cards`` and card worker 2 captured from the start; three epochs, the middle
     one held open by worker 2, which then sends its second file late."""
     home = tmp_path_factory.mktemp("bank")
@@ -164,6 +199,13 @@ def test_a_revision_and_a_correction_are_revisions(captured: Captured) -> None:
     c.rt.run()  # re-runs what read the replaced data: valid_cards 0 again
     assert captures.shapes(c.home / "cards")[-1] == ("revision", 0)
     capture_log.read(c.home / "cards", check_data=True)
+
+
+def test_a_sync_reads_only_the_streams_that_moved(captured: Captured, twin: Twin) -> None:
+    """Sends to other sources, a held epoch and a late worker: many syncs find a stream
+    that has not moved, and reading it in full would have added nothing (``twin``)."""
+    assert twin.skipped > 0
+    assert twin.read > 0
 
 
 def test_status_and_stop(captured: Captured) -> None:

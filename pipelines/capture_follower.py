@@ -1,0 +1,104 @@
+"""Following commits: the captures of every pipeline a commit wrote are synced soon after.
+
+A commit that writes batches of a pipeline with a capture not stopped tells this process's
+``Follower`` (``follow`` adds one per ``Ledger`` object). The follower syncs that pipeline's
+captures in a thread of its own, ``SYNC_DELAY`` seconds after the first commit it has not
+synced yet, so that the commits made meanwhile (the stages of a run, a worker's sends and
+advances) cost one sync together; ``settle`` syncs at once (``Runtime.run`` does before it
+returns, and every command before it exits). A process that exits with a sync pending makes
+it first; one killed first leaves its captures behind until the next sync, as a kill between
+a commit and its sync always has: every sync brings a log up to the ledger, whatever it lacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from dataclasses import dataclass, field
+
+from pipelines.capture import sync_pipeline
+from progress.errors import EpochgateError
+from progress.ledger import CaptureRecord, Ledger
+
+log = logging.getLogger("epochgate.capture")
+
+SYNC_DELAY = 0.5
+"""Seconds a commit's sync waits for the commits after it (a capture is this much behind its
+ledger, plus the sync, while commits go on)."""
+
+
+def _warn(found: CaptureRecord, err: Exception) -> None:
+    log.warning(
+        "capture of %s.%s into %s is behind: %s", found.pipeline, found.stage, found.directory, err
+    )
+
+
+@dataclass
+class Follower:
+    """The listener ``follow`` adds: it syncs the captures of each pipeline a commit wrote,
+    ``delay`` seconds after the first commit not synced yet (0: at once, in the committing
+    thread)."""
+
+    ledger: Ledger
+    delay: float = SYNC_DELAY
+    _pending: set[str] = field(default_factory=set, compare=False, repr=False)
+    _timer: threading.Timer | None = field(default=None, compare=False, repr=False)
+    _state: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+    _syncing: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+
+    def __call__(self, pipelines: frozenset[str]) -> None:
+        with self._state:
+            self._pending |= pipelines
+            if self.delay > 0 and self._timer is None:
+                self._timer = threading.Timer(self.delay, self.settle)
+                self._timer.name = "epochgate-capture-sync"
+                self._timer.start()  # not a daemon: an exiting process syncs first
+        if self.delay <= 0:
+            self.settle()
+
+    @property
+    def pending(self) -> frozenset[str]:
+        """The pipelines committed to since their captures were last synced."""
+        with self._state:
+            return frozenset(self._pending)
+
+    def settle(self) -> None:
+        """Sync now the captures of every pipeline committed to since the last sync."""
+        with self._syncing:
+            with self._state:
+                pipelines, self._pending = self._pending, set()
+                timer, self._timer = self._timer, None
+            if timer is not None and timer is not threading.current_thread():
+                timer.cancel()
+            for pipeline in sorted(pipelines):
+                try:
+                    sync_pipeline(self.ledger, pipeline, on_error=_warn)
+                except (EpochgateError, OSError) as err:  # the ledger: the next sync repairs
+                    log.warning("captures of %s are behind: %s", pipeline, err)
+
+
+_followers: weakref.WeakKeyDictionary[Ledger, Follower] = weakref.WeakKeyDictionary()
+
+
+def follow(ledger: Ledger, delay: float = SYNC_DELAY) -> Follower:
+    """Make every commit of this ``Ledger`` object that can change a captured stream sync the
+    captures of its pipeline (see the module docs); the ledger's follower (added once)."""
+    found = _followers.get(ledger)
+    if found is None:
+        found = _followers[ledger] = Follower(ledger, delay)
+        ledger.on_commit(found)
+    return found
+
+
+def settle(ledger: Ledger) -> None:
+    """Sync now what ``ledger``'s follower has pending (nothing when it has none)."""
+    found = _followers.get(ledger)
+    if found is not None:
+        found.settle()
+
+
+def settle_all() -> None:
+    """Sync now what every follower of this process has pending (a command, before it exits)."""
+    for found in list(_followers.values()):
+        found.settle()
