@@ -56,6 +56,9 @@ def test_the_fast_form_prints_every_figure_with_its_goal_and_writes_its_section(
     results = results_beside_another(tmp_path / "RESULTS.md")
     module.write_section(results, "bench_capture", module.capture_section(lines, size, "fast"))
     section = section_of(results, "bench_capture")
-    assert "- size: fast; `bank` without rings, 2 epochs of 2,000 rows" in section
+    assert (
+        "- size: fast; `bank` without rings, 2 epochs (the first a warm-up) of 2,000 rows"
+        in section
+    )
     for line in lines:
         assert f"- {line}\n" in section, section
