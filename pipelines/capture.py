@@ -75,6 +75,10 @@ class LogState:
     bytes: int = 0
     sent_at: int | None = None
     """The greatest epoch with ``Messages``."""
+    complete: bool = False
+    """Whether a sync of this process has planned this log in full since it was read: only
+    then does a stream that has not moved mean it lacks nothing (a log read from disk may have
+    lost the tail of a write that a kill cut short)."""
 
     @property
     def frontier(self) -> tuple[int, ...]:
@@ -320,9 +324,14 @@ def prepared(directory: Path) -> LogState:
 
 
 def appended(directory: Path, state: LogState, planned: Sequence[Planned]) -> int:
-    """Link the data of ``planned`` and append its events to the log in ``directory`` (the
-    caller holds its lock; ``state`` is what the log holds). Returns how many."""
+    """Link the data of ``planned`` (all that a full plan found, or nothing for a stream that
+    has not moved) and append its events to the log in ``directory`` (the caller holds its
+    lock; ``state`` is what the log holds). Returns how many.
+
+    The state read by others (``status`` in another thread) is never changed in place: the
+    log's new state is a copy."""
     if not planned:
+        state.complete = True
         return 0
     checker = copy.deepcopy(state.checker)
     checker.check_all([_shaped(p) for p in planned])  # a planning mistake never reaches the log
@@ -330,8 +339,10 @@ def appended(directory: Path, state: LogState, planned: Sequence[Planned]) -> in
     events = [_shaped(p, _files(directory, length + i, p.messages)) for i, p in enumerate(planned)]
     batches = [p.batch for p in planned]
     capture_log.append(directory, length, events, batches)
-    state.add(events, batches)
-    _cache[str(directory)] = (_stat(directory), state)
+    grown = copy.deepcopy(state)
+    grown.add(events, batches)
+    grown.complete = True
+    _cache[str(directory)] = (_stat(directory), grown)
     return len(events)
 
 
@@ -353,10 +364,11 @@ Failed = Callable[[CaptureRecord, Exception], None]
 
 
 def unchanged(state: LogState, head: StreamHead) -> bool:
-    """Whether a log that holds its history has nothing to add: no message of its stream was
-    catalogued after its last event's batch, and the stream's frontier is the log's (a
-    revision waiting for its epoch's release waits for the frontier to move)."""
-    if state.floor is None:
+    """Whether a log that holds its history has nothing to add: a sync of this process has
+    planned it in full, no message of its stream was catalogued after its last event's batch
+    since, and the stream's frontier is the log's (a revision waiting for its epoch's release
+    waits for the frontier to move)."""
+    if state.floor is None or not state.complete:
         return False
     after = state.last_batch if state.last_batch is not None else state.floor
     quiet = head.last_batch is None or head.last_batch <= after

@@ -13,9 +13,9 @@ a commit and its sync always has: every sync brings a log up to the ledger, what
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import weakref
-from dataclasses import dataclass, field
 
 from pipelines.capture import sync_pipeline
 from progress.errors import EpochgateError
@@ -34,26 +34,30 @@ def _warn(found: CaptureRecord, err: Exception) -> None:
     )
 
 
-@dataclass
 class Follower:
-    """The listener ``follow`` adds: it syncs the captures of each pipeline a commit wrote,
-    ``delay`` seconds after the first commit not synced yet (0: at once, in the committing
-    thread)."""
+    """The listener ``follow`` adds: it syncs the captures of each pipeline a commit of
+    ``ledger`` wrote, ``delay`` seconds after the first commit not synced yet (0: at once, in
+    the committing thread). It holds its ledger weakly, and strongly only while a sync is
+    pending, so a ledger no one uses any more goes away with its follower."""
 
-    ledger: Ledger
-    delay: float = SYNC_DELAY
-    _pending: set[str] = field(default_factory=set, compare=False, repr=False)
-    _timer: threading.Timer | None = field(default=None, compare=False, repr=False)
-    _state: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
-    _syncing: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
+    def __init__(self, ledger: Ledger, delay: float = SYNC_DELAY) -> None:
+        self._ledger = weakref.ref(ledger)
+        self.delay = delay
+        self._pending: set[str] = set()
+        self._holding: Ledger | None = None
+        self._timer: threading.Timer | None = None
+        self._state = threading.Lock()
+        self._syncing = threading.Lock()
 
     def __call__(self, pipelines: frozenset[str]) -> None:
         with self._state:
             self._pending |= pipelines
+            self._holding = self._ledger()
             if self.delay > 0 and self._timer is None:
                 self._timer = threading.Timer(self.delay, self.settle)
                 self._timer.name = "epochgate-capture-sync"
-                self._timer.start()  # not a daemon: an exiting process syncs first
+                self._timer.daemon = False  # an exiting process syncs first
+                self._timer.start()
         if self.delay <= 0:
             self.settle()
 
@@ -68,17 +72,33 @@ class Follower:
         with self._syncing:
             with self._state:
                 pipelines, self._pending = self._pending, set()
+                ledger, self._holding = self._holding, None
                 timer, self._timer = self._timer, None
             if timer is not None and timer is not threading.current_thread():
                 timer.cancel()
+            if ledger is None:
+                return
             for pipeline in sorted(pipelines):
                 try:
-                    sync_pipeline(self.ledger, pipeline, on_error=_warn)
+                    sync_pipeline(ledger, pipeline, on_error=_warn)
                 except (EpochgateError, OSError) as err:  # the ledger: the next sync repairs
                     log.warning("captures of %s are behind: %s", pipeline, err)
 
+    def forked(self) -> None:
+        """In a forked child: nothing pending, no timer, fresh locks (the parent syncs)."""
+        self._pending, self._holding, self._timer = set(), None, None
+        self._state, self._syncing = threading.Lock(), threading.Lock()
+
 
 _followers: weakref.WeakKeyDictionary[Ledger, Follower] = weakref.WeakKeyDictionary()
+
+
+def _in_child() -> None:
+    for found in list(_followers.values()):
+        found.forked()
+
+
+os.register_at_fork(after_in_child=_in_child)
 
 
 def follow(ledger: Ledger, delay: float = SYNC_DELAY) -> Follower:

@@ -3,15 +3,17 @@ returns with its capture synced; a command and an exiting process sync before th
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines import capture_follower
+from pipelines import capture_follower, capture_log
 from pipelines.capture_follower import SYNC_DELAY
 from pipelines.cli import main
 from pipelines.examples.bank import WORKERS, pipeline
@@ -96,3 +98,40 @@ def test_a_process_that_exits_syncs_first(tmp_path: Path) -> None:
     )
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, check=True, timeout=120)
     assert captures.shapes(tmp_path / "worker1")[-1] == (P, ((0, -1), (2, 1)))
+
+
+def test_a_log_cut_short_inside_its_last_event_gets_it_again(tmp_path: Path) -> None:
+    """A correction at an epoch still open waits for its release: the advance's sync appends
+    the ``Progress`` and the ``Revision`` in one write. A kill inside that write leaves a log
+    whose stream has not moved since its last whole event (the progress's batch is the
+    advance's): the next sync reads the log again and plans it in full, so the revision is
+    appended again."""
+    data = captures.inputs(tmp_path / "raw")
+    rt = captures.runtime(tmp_path, spark_session)
+    rt.capture("card_payments", tmp_path / "worker2", worker=2)
+    worker = rt.input("card_payments", 2)
+    for f in data.files("card_payments", 0, 2):
+        worker.send(f)
+    worker.correct(0, data.files("card_payments", 0, 0)[0])
+    worker.advance_to(1)
+    assert captures.shapes(tmp_path / "worker2")[-2:] == [(P, ((0, -1), (1, 1))), ("revision", 0)]
+    log = tmp_path / "worker2" / capture_log.LOG
+    whole = log.read_bytes()
+    cut = whole.rstrip(b"\n").rfind(b"\n") + 1 + 20  # 20 bytes into the last line
+    log.write_bytes(whole[:cut])
+    assert rt.sync_captures() == 1
+    assert log.read_bytes() == whole
+    assert rt.sync_captures() == 0
+
+
+def test_a_follower_does_not_keep_its_ledger_alive(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.duckdb")
+    follower = capture_follower.follow(ledger)
+    follower(frozenset({"bank"}))  # a sync pending: the ledger is held until it is made
+    gone = weakref.ref(ledger)
+    del ledger
+    gc.collect()
+    assert gone() is not None
+    follower.settle()
+    gc.collect()
+    assert gone() is None
