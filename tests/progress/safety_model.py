@@ -64,6 +64,30 @@ class Spec:
         return list(h)
 
 
+Node = tuple[str, int, int, dict[tuple[int, int], list[PathSummary]], int]
+"""A node as drawn: name, inputs, outputs, summaries, workers."""
+
+
+def build(minimum: Time, nodes: list[Node], edges: list[tuple[Source, Target]]) -> Graph:
+    builder = GraphBuilder(minimum)
+    for name, n_in, n_out, summaries, workers in nodes:
+        builder.add_node(name, n_in, n_out, summaries, workers=workers)
+    for source, target in edges:
+        builder.add_edge(source, target)
+    return builder.compile()
+
+
+def batch_connected(node: Node) -> Node:
+    """``node`` as the batch rule sees it: a stage runs every input of an epoch at once, so
+    each of its inputs waits for the others and may reach each of its outputs (with any of
+    its summaries; a stage with none never emits)."""
+    name, n_in, n_out, summaries, workers = node
+    every = sorted({s for listed in summaries.values() for s in listed}, key=repr)
+    if not every:
+        return node
+    return name, n_in, n_out, {(i, o): every for i in range(n_in) for o in range(n_out)}, workers
+
+
 @st.composite
 def dataflows(draw: st.DrawFn) -> Spec:
     product = draw(st.booleans())
@@ -73,11 +97,12 @@ def dataflows(draw: st.DrawFn) -> Spec:
         if product
         else [Delay(0), Delay(0), Delay(1), Delay(2)]
     )
-    builder = GraphBuilder(minimum)
+    nodes: list[Node] = []
+    edges: list[tuple[Source, Target]] = []
     outputs: list[Source] = []
     sources = [f"s{k}" for k in range(draw(st.integers(1, 2)))]
     for name in sources:
-        builder.add_node(name, inputs=0, outputs=1, workers=draw(st.integers(1, 3)))
+        nodes.append((name, 0, 1, {}, draw(st.integers(1, 3))))
         outputs.append(Source(name, 0))
     stages = [f"n{k}" for k in range(draw(st.integers(1, 5)))]
     inputs: list[Target] = []
@@ -90,17 +115,20 @@ def dataflows(draw: st.DrawFn) -> Spec:
                     summaries[(i, o)] = draw(
                         st.lists(st.sampled_from(pool), min_size=1, max_size=2)
                     )
-        builder.add_node(name, n_in, n_out, summaries, workers=draw(st.integers(0, 1)))
+        nodes.append((name, n_in, n_out, summaries, draw(st.integers(0, 1))))
         for i in range(n_in):
             target = Target(name, i)
-            builder.add_edge(draw(st.sampled_from(outputs)), target)
+            edges.append((draw(st.sampled_from(outputs)), target))
             inputs.append(target)
         outputs.extend(Source(name, o) for o in range(n_out))
     stage_outputs = [s for s in outputs if s.node not in sources]
     for _ in range(draw(st.integers(0, 2))):  # extra edges: fan-in, and feedback when backwards
-        builder.add_edge(draw(st.sampled_from(stage_outputs)), draw(st.sampled_from(inputs)))
+        edges.append((draw(st.sampled_from(stage_outputs)), draw(st.sampled_from(inputs))))
     try:
-        graph = builder.compile()
+        graph = build(minimum, nodes, edges)
+        # In the batch rule's domain (as every pipeline's graph is, each input reaching each
+        # output): else two stages may each wait, at one epoch, for the other to run first.
+        build(minimum, [batch_connected(n) for n in nodes], edges)
     except CycleError:
         assume(False)
         raise
