@@ -84,6 +84,12 @@ class LogState:
     def frontier(self) -> tuple[int, ...]:
         return tuple(self.checker.frontier.elements)
 
+    @property
+    def after(self) -> int | None:
+        """The batch after which the stream may hold messages the log lacks (None: the log
+        has no history yet)."""
+        return self.last_batch if self.last_batch is not None else self.floor
+
     @staticmethod
     def of(found: capture_log.Log) -> LogState:
         state = LogState(0, StreamChecker(str(found.directory), found.header.minimum))
@@ -259,8 +265,9 @@ def plan(
                 capture, after=None, floor=None, history_from=capture.from_epoch, tracker=tracker
             )
             return history(state, snap)
-        after = state.last_batch if state.last_batch is not None else state.floor
-        snap = ledger.capture_snapshot(capture, after=after, floor=state.floor, tracker=tracker)
+        snap = ledger.capture_snapshot(
+            capture, after=state.after, floor=state.floor, tracker=tracker
+        )
         times = revision_times(state, snap, capture.from_epoch)
         current = _by_time(ledger.capture_current(capture, times))
     return live(state, snap, current, capture.from_epoch)
@@ -368,10 +375,9 @@ def unchanged(state: LogState, head: StreamHead) -> bool:
     planned it in full, no message of its stream was catalogued after its last event's batch
     since, and the stream's frontier is the log's (a revision waiting for its epoch's release
     waits for the frontier to move)."""
-    if state.floor is None or not state.complete:
+    if state.after is None or not state.complete:
         return False
-    after = state.last_batch if state.last_batch is not None else state.floor
-    quiet = head.last_batch is None or head.last_batch <= after
+    quiet = head.last_batch is None or head.last_batch <= state.after
     return quiet and head.frontier == state.frontier
 
 
@@ -382,13 +388,6 @@ def plan_if_moved(
     if unchanged(state, head):
         return []
     return plan(ledger, capture, state, tracker)
-
-
-def _floor(state: LogState) -> int:
-    """The batch after which a log's stream may hold messages the log lacks."""
-    if state.last_batch is not None:
-        return state.last_batch
-    return state.floor if state.floor is not None else 0
 
 
 def sync_pipeline(ledger: Ledger, pipeline: str, on_error: Failed | None = None) -> int:
@@ -416,7 +415,7 @@ def sync_pipeline(ledger: Ledger, pipeline: str, on_error: Failed | None = None)
             tracker = ledger.tracker(pipeline)
             current = ledger.captures(pipeline, active=True)  # none stopped meanwhile
             mine = [c for c in current if c.directory in states]
-            after = min((_floor(states[c.directory]) for c in mine), default=0)
+            after = min((states[c.directory].after or 0 for c in mine), default=0)
             heads = ledger.capture_heads(mine, after=after, tracker=tracker)
             for found in mine:
                 planned[found.directory] = plan_if_moved(

@@ -111,13 +111,6 @@ def follow(ledger: Ledger, delay: float = SYNC_DELAY) -> Follower:
     return found
 
 
-def settle(ledger: Ledger) -> None:
-    """Sync now what ``ledger``'s follower has pending (nothing when it has none)."""
-    found = _followers.get(ledger)
-    if found is not None:
-        found.settle()
-
-
 def settle_all() -> None:
     """Sync now what every follower of this process has pending (a command, before it exits)."""
     for found in list(_followers.values()):
