@@ -3,6 +3,8 @@
     .venv/bin/python bench/bench_peers.py          # BENCH_SIZE=tiny unless set
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 --repeats 3
+    BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 --workloads join \
+        --tools epochgate plain --results /tmp/peers.md --plots /tmp/plots
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 1000000 --repeats 3 1
 
 Two workloads on seeded Parquet files, one per source, worker and epoch (``peers/workloads.py``):
@@ -133,12 +135,16 @@ def epochs(which: list[int]) -> str:
 
 
 def measure(
-    plan: Plan, tools: Sequence[str], root: Path, runner: Runner = in_subprocess
+    plan: Plan,
+    tools: Sequence[str],
+    root: Path,
+    runner: Runner = in_subprocess,
+    workloads: Sequence[str] = WORKLOADS,
 ) -> list[Figure]:
     """Every tool on every workload and size, ``plan.repeats`` times; their figures."""
     figures: list[Figure] = []
     for index, size in enumerate(plan.sizes):
-        for workload in WORKLOADS:
+        for workload in workloads:
             inputs = root / f"rows{size.rows}"
             started = time.perf_counter()
             feed = generate(inputs, workload, size)
@@ -254,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "the sizes after it",
     )
     parser.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
+    parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=WORKLOADS)
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
     parser.add_argument("--plots", type=Path, default=BENCH / "plots")
     parser.add_argument("--one", choices=TOOLS, help=argparse.SUPPRESS)
@@ -280,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(f"peers ({name}): {each}, tools {', '.join(args.tools)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
-        figures = measure(plan, args.tools, Path(tmp))
+        figures = measure(plan, args.tools, Path(tmp), workloads=args.workloads)
     report(figures, args.results, args.plots)
 
 

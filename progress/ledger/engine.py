@@ -234,8 +234,7 @@ class AttachedFile:
                 self.on_release(con)
         finally:
             try:
-                con.execute("USE memory")
-                con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
+                _detach(con)
             finally:
                 lock.release()
 
@@ -245,7 +244,7 @@ class AttachedFile:
             return
         self._watched = self.holds
         threading.Thread(  # it keeps the holder alive until the hold ends
-            target=_watch, args=(self, self.holds), name="state-file-linger", daemon=True
+            target=_watch, args=(self, self.holds), name=f"{self.label}-linger"
         ).start()
 
 
@@ -255,7 +254,7 @@ def _detach(con: Any) -> None:
     failure is not an error of this use."""
     con.execute("USE memory")
     try:
-        con.execute(f"DETACH DATABASE {ALIAS}")
+        con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
     except duckdb.Error:
         attached = con.execute(
             "SELECT count(*) FROM duckdb_databases() WHERE database_name = ?", [ALIAS]
@@ -265,9 +264,12 @@ def _detach(con: Any) -> None:
 
 
 def _watch(holder: AttachedFile, hold: int) -> None:
-    """Let ``holder``'s hold number ``hold`` go once it has been idle ``linger`` seconds or
-    another holder wants the file (also when nothing else refers to ``holder`` any more)."""
+    """Let ``holder``'s hold number ``hold`` go once it has been idle ``linger`` seconds,
+    another holder wants the file, or the process's main thread has ended (also when nothing
+    else refers to ``holder`` any more). It is not a daemon: an exiting process waits for it,
+    at most ``WANT_POLL``, so the file is detached before the interpreter stops its threads."""
     pid = os.getpid()
+    main = threading.main_thread()
     while True:
         time.sleep(WANT_POLL)
         if holder._pid != pid:
@@ -277,7 +279,8 @@ def _watch(holder: AttachedFile, hold: int) -> None:
         try:
             if holder._held is None or holder.holds != hold:
                 return  # let go already (a later hold has a watcher of its own)
-            if time.monotonic() - holder._last_use >= holder.linger or holder._wanted():
+            idle = time.monotonic() - holder._last_use >= holder.linger
+            if idle or not main.is_alive() or holder._wanted():
                 holder._release()
                 return
         finally:

@@ -135,10 +135,12 @@ class Sessions:
     captured (read with the counts watermark, no query of its own); when there are any, the
     listeners are told once the outermost session has ended."""
 
-    def __init__(self, path: Path, lock_timeout: float) -> None:
+    def __init__(self, path: Path, lock_timeout: float, linger: float = 0.0) -> None:
         self.path = path
         self._guard = threading.RLock()
-        self._file = AttachedFile(path, lock_timeout, recreate=False, marks_waits=True)
+        self._file = AttachedFile(
+            path, lock_timeout, linger=linger, recreate=False, marks_waits=True
+        )
         self._checked = -1
         """The hold of the file whose schema version was checked (once per hold)."""
         self._known: dict[str, Graph] = {}
@@ -178,7 +180,8 @@ class Sessions:
     def held(self, linger: float) -> Iterator[None]:
         """Keep the file locked and attached between this process's sessions while inside,
         unless another holder wants it (it gets it within a few ms: ``AttachedFile``'s linger)
-        or ``linger`` seconds pass without a session; let go on leaving."""
+        or ``linger`` seconds pass without a session; let go on leaving (after the file's own
+        linger, when it has one)."""
         with self._guard:
             outer, self._file.linger = self._file.linger, max(self._file.linger, linger)
         try:
@@ -188,6 +191,12 @@ class Sessions:
                 self._file.linger = outer
                 if outer <= 0:
                     self._file.release()
+
+    def release(self) -> None:
+        """Let the file go now, if it is kept between sessions (not inside a session)."""
+        with self._guard:
+            if self._current is None:
+                self._file.release()
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:

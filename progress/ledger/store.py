@@ -48,19 +48,29 @@ from progress.tracker import Tracker, Update
 
 DEFAULT_PATH = Path(".epochgate") / "ledger.duckdb"
 DEFAULT_LOCK_TIMEOUT = 60.0
+DEFAULT_LINGER = 0.5
+"""Seconds a process keeps its ledger locked and attached after a session, for the next one
+(another process that wants it gets it within a few milliseconds)."""
 
 
 class Ledger:
-    """One ledger file. Safe to use from several processes (and threads) at once."""
+    """One ledger file. Safe to use from several processes (and threads) at once.
+
+    A session locks and attaches the file; after it, the file stays locked and attached for
+    ``linger`` seconds without a session, so calls in a row (a send, an advance, a run) open it
+    once. Another process that wants it gets it within a few milliseconds (it marks its wait,
+    and this one lets go), and an exiting process lets it go first. ``linger=0`` lets it go
+    after every session; ``release()`` lets it go now."""
 
     def __init__(
         self,
         path: str | os.PathLike[str] = DEFAULT_PATH,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        linger: float = DEFAULT_LINGER,
     ) -> None:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
-        self._sessions = Sessions(self.path, lock_timeout)
+        self._sessions = Sessions(self.path, lock_timeout, linger)
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -73,12 +83,18 @@ class Ledger:
     @contextmanager
     def held(self, linger: float = 5.0) -> Iterator[Ledger]:
         """Keep the ledger locked between this process's sessions while inside, so a run of
-        several stages opens it once: another process that wants it gets it within a few
-        milliseconds, and it is let go after ``linger`` seconds without a session and on
-        leaving. A session costs about 15 ms to open and close on a busy machine (lock,
-        attach, schema check, detach); ``Runtime.run`` opens one per stage run."""
+        several stages opens it once, even with Spark work of more than the ledger's own
+        ``linger`` between them: another process that wants it gets it within a few
+        milliseconds, and it is let go after ``linger`` seconds without a session (on leaving,
+        after the ledger's own). A session costs about 15 ms to open and close on a busy
+        machine (lock, attach, schema check, detach); ``Runtime.run`` opens one per stage
+        run."""
         with self._sessions.held(linger):
             yield self
+
+    def release(self) -> None:
+        """Let the file go now if this process keeps it between sessions (``linger``)."""
+        self._sessions.release()
 
     @contextmanager
     def atomic(self) -> Iterator[Ledger]:

@@ -104,6 +104,7 @@ def test_a_deleted_or_unwritable_ledger_file_is_named_and_nothing_acknowledged_i
     # Made unwritable, the ledger file and then its lock file.
     lock = ledger.with_name(ledger.name + ".lock")
     for target in (ledger, lock):
+        rt.ledger.release()  # between runs: the next one opens them again
         with unwritable(target) as how:
             with pytest.raises(LedgerUnwritableError) as refused:
                 rt.run()

@@ -150,6 +150,7 @@ def test_closed_epochs_leave_no_counts(ledger: Ledger) -> None:
 
 
 def duckdb_rows(ledger: Ledger, sql: str) -> list[tuple[object, ...]]:
+    ledger.release()  # this process keeps it attached between sessions otherwise
     con = duckdb.connect(str(ledger.path), read_only=True)
     try:
         return con.execute(sql).fetchall()
@@ -160,6 +161,7 @@ def duckdb_rows(ledger: Ledger, sql: str) -> list[tuple[object, ...]]:
 def test_verify_reports_a_tampered_count(ledger: Ledger) -> None:
     run_epoch(ledger, 0)
     assert ledger.verify().ok
+    ledger.release()
     con = duckdb.connect(str(ledger.path))
     con.execute("INSERT INTO counts VALUES ('bank', 1, 'totals', 0, 5, -1, 2)")
     con.execute("DELETE FROM updates WHERE batch_id = (SELECT max(batch_id) FROM updates)")
@@ -174,7 +176,7 @@ def test_verify_reports_a_tampered_count(ledger: Ledger) -> None:
 
 def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.duckdb"
-    Ledger(path).pipelines()
+    Ledger(path, linger=0).pipelines()
     con = duckdb.connect(str(path))
     con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)])
     con.close()

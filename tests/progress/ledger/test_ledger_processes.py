@@ -49,7 +49,7 @@ def expected_counts(acknowledged: list[str]) -> Counter[int]:
 def stored(path: Path) -> tuple[set[str], Counter[int], int]:
     """Committed keys, counts at ``validate``'s input, and catalogued messages, read from the
     tables directly (after folding the whole log into the counts table)."""
-    Ledger(path).compact()
+    Ledger(path, linger=0).compact()
     con = duckdb.connect(str(path), read_only=True)
     try:
         keys = {

@@ -79,6 +79,7 @@ def test_verify_looks_at_one_pipeline_when_asked(tmp_path: Path) -> None:
     assert ledger.verify("other").batches == 1 + 1
     assert ledger.verify().batches == 1 + 8 + 1 + 1
     ledger.compact()  # every batch in the counts table, then tamper with the other's counts
+    ledger.release()
     with duckdb.connect(str(ledger.path)) as con:
         con.execute("UPDATE counts SET count = count + 5 WHERE pipeline = 'other'")
     assert ledger.verify("bank").ok

@@ -36,6 +36,7 @@ def test_a_pending_read_is_recorded_once_listed_and_marked_filled(ledger: Ledger
     renewed = ledger.request_upqueries("bank", "totals", ["[1]"], 3)
     assert renewed[0].upquery_id not in ids
 
+    ledger.release()
     con = duckdb.connect(str(ledger.path), read_only=True)
     try:
         rows = con.execute(

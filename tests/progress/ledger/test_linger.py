@@ -1,0 +1,99 @@
+"""A ledger kept attached between sessions: calls in a row open it once, another process gets
+it within milliseconds and sees every commit, and an exiting process lets it go first."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from progress.ledger import Ledger
+from tests.progress.ledger.scenario import bank_graph
+
+pytestmark = pytest.mark.ledger
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def free(path: Path) -> bool:
+    """Whether no holder has the ledger's lock (a fresh descriptor can take it)."""
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+
+
+def test_sessions_in_a_row_attach_once_and_the_file_is_let_go_after_the_linger(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.duckdb"
+    ledger = Ledger(path, linger=0.3)
+    ledger.register("bank", bank_graph())
+    holds = ledger._sessions._file.holds
+    for _ in range(5):
+        ledger.pipelines()
+    assert ledger._sessions._file.holds == holds  # no new attach: it stayed attached
+    assert not free(path)
+    deadline = time.monotonic() + 10
+    while not free(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert free(path)  # let go after the linger, without a call
+    ledger.release()  # nothing held: nothing to do
+    eager = Ledger(path, linger=0)
+    eager.pipelines()
+    assert free(path)
+
+
+def test_another_process_gets_a_lingering_ledger_at_once_and_sees_every_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.duckdb"
+    ledger = Ledger(path, linger=60)
+    ledger.register("bank", bank_graph())
+    assert not free(path)
+    started = time.monotonic()
+    found = python(
+        "from progress.ledger import Ledger; import sys; "
+        f"print(Ledger({str(path)!r}, lock_timeout=30, linger=0).pipelines())"
+    )
+    assert found.stdout.split() == ["['bank']"]
+    assert time.monotonic() - started < 30  # not the 60 s of the linger
+    ledger.register("other", bank_graph())  # attached again, with what the other saw
+    assert ledger.pipelines() == ["bank", "other"]
+
+
+def test_an_exiting_process_lets_its_ledger_go_first_and_does_not_wait_for_the_linger(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.duckdb"
+    started = time.monotonic()
+    python(
+        "from progress.ledger import Ledger; "
+        "from tests.progress.ledger.scenario import bank_graph; "
+        f"Ledger({str(path)!r}, linger=60).register('bank', bank_graph())"
+    )
+    assert time.monotonic() - started < 30
+    assert free(path)
+    assert Ledger(path, linger=0).pipelines() == ["bank"]
