@@ -92,8 +92,7 @@ class AttachedFile:
         self.holds = 0
         """How many times the file was attached by this holder (a new hold may see changes
         that other holders made; within one hold, only this holder's own)."""
-        if linger > 0:
-            atexit.register(_release_at_exit, weakref.ref(self))
+        _HOLDERS.add(self)  # at exit, its hold is let go and its engine closed
 
     @property
     def want_path(self) -> Path:
@@ -141,7 +140,7 @@ class AttachedFile:
     def _hold(self) -> Any:
         """The attached connection: the lingering one unless another holder wants the file."""
         if self._pid != os.getpid():  # a forked child: the parent's lock and engine are not ours
-            self._held, self._want_fd, self._watched = None, None, 0
+            self._forget_parent()
         if self._held is not None and self._wanted():
             self._release()
         if self._held is None:
@@ -171,21 +170,30 @@ class AttachedFile:
             raise LedgerMissingError(str(self.path), label=self.label)
         quoted = str(self.path).replace("'", "''")
         started = time.monotonic()
-        while True:
-            try:
-                con.execute(f"ATTACH '{quoted}' AS {ALIAS}")
-                break
-            except (duckdb.IOException, duckdb.SerializationException) as err:
-                waited = time.monotonic() - started
-                if "Conflicting lock" not in str(err):
-                    self.raise_storage_error(err)
-                    said = str(err).strip().splitlines()
-                    reason = said[0] if said else type(err).__name__
-                    raise DatabaseFileError(str(self.path), reason) from err
-                # Another process has it attached: only after its lock file was deleted.
-                if waited >= self.lock_timeout:
-                    raise LedgerLockTimeoutError(str(self.path), waited, None) from err
-                time.sleep(ATTACH_RETRY)
+        mark: int | None = None  # a wait marked on ``.want``, once the attach is refused
+        try:
+            while True:
+                try:
+                    con.execute(f"ATTACH '{quoted}' AS {ALIAS}")
+                    break
+                except (duckdb.IOException, duckdb.SerializationException) as err:
+                    waited = time.monotonic() - started
+                    if "Conflicting lock" not in str(err):
+                        self.raise_storage_error(err)
+                        said = str(err).strip().splitlines()
+                        reason = said[0] if said else type(err).__name__
+                        raise DatabaseFileError(str(self.path), reason) from err
+                    # Another process has it attached: only after its lock file was deleted.
+                    # It may linger on it: the mark tells it to let go.
+                    if waited >= self.lock_timeout:
+                        raise LedgerLockTimeoutError(str(self.path), waited, None) from err
+                    if mark is None and self.marks_waits:
+                        mark = os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
+                        fcntl.flock(mark, fcntl.LOCK_SH)
+                    time.sleep(ATTACH_RETRY)
+        finally:
+            if mark is not None:
+                os.close(mark)  # and its shared lock with it
         con.execute(f"USE {ALIAS}")
         found = os.stat(self.path)
         self._identity = (found.st_dev, found.st_ino)
@@ -213,7 +221,15 @@ class AttachedFile:
             raise LedgerMissingError(str(self.path), label=self.label)
 
     def _wanted(self) -> bool:
-        """Whether another holder waits for the file (holds a shared lock on ``.want``)."""
+        """Whether another holder waits for the file (holds a shared lock on ``.want``; one
+        deleted or replaced meanwhile is opened again, so a wait marked on it is seen)."""
+        if self._want_fd is not None:
+            try:
+                same = os.path.samestat(os.fstat(self._want_fd), os.stat(self.want_path))
+            except FileNotFoundError:
+                same = False
+            if not same:
+                self._close_want()
         if self._want_fd is None:
             self._want_fd = os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -223,11 +239,27 @@ class AttachedFile:
         fcntl.flock(self._want_fd, fcntl.LOCK_UN)
         return False
 
+    def _forget_parent(self) -> None:
+        """In a forked child: close the copies of the parent's descriptors (never unlocking
+        them: the parent's lock is the parent's, and ends when the parent lets it go)."""
+        if self._held is not None:
+            self._held.forget()
+        if self._want_fd is not None:
+            with suppress(OSError):
+                os.close(self._want_fd)
+        self._held, self._want_fd, self._watched = None, None, 0
+
+    def _close_want(self) -> None:
+        fd, self._want_fd = self._want_fd, None
+        if fd is not None:
+            os.close(fd)
+
     def _release(self) -> None:
         """Write what was put off, detach, unlock (the caller holds the guard)."""
         lock, self._held = self._held, None
         if lock is None or self._pid != os.getpid():
             return
+        self._close_want()  # opened again by the next hold's first look
         con = self._engine
         try:
             if self.on_release is not None:
@@ -287,10 +319,20 @@ def _watch(holder: AttachedFile, hold: int) -> None:
             holder._guard.release()
 
 
-def _release_at_exit(ref: weakref.ref[AttachedFile]) -> None:
+_HOLDERS: weakref.WeakSet[AttachedFile] = weakref.WeakSet()
+"""Every holder of this process, for ``_release_all_at_exit``."""
+
+
+@atexit.register
+def _release_all_at_exit() -> None:
+    for holder in list(_HOLDERS):
+        if holder.linger > 0 or holder._held is not None:  # the others let go after each use
+            _release_at_exit(holder)
+
+
+def _release_at_exit(holder: AttachedFile) -> None:
     """Let the hold go and close the engine (a file already removed is let go as it is)."""
-    holder = ref()
-    if holder is None or holder._pid != os.getpid():
+    if holder._pid != os.getpid():
         return
     with holder._guard:
         with suppress(duckdb.Error):

@@ -125,6 +125,14 @@ class LedgerLock:
             holder = self._holder()
         raise LedgerLockTimeoutError(str(self.path), time.monotonic() - started, holder)
 
+    def forget(self) -> None:
+        """In a forked child: close this copy of the descriptor, never unlocking it (the lock
+        is the parent's, and ends when the parent lets it go)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with suppress(OSError):
+                os.close(fd)
+
     def release(self) -> None:
         fd, self._fd = self._fd, None
         if fd is not None:

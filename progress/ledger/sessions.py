@@ -123,8 +123,8 @@ class Session:
 
 
 CommitListener = Callable[[frozenset[str]], None]
-"""Told, after the outermost session that committed them ends (the ledger unlocked), of the
-pipelines with a capture not stopped that its transactions wrote batches for."""
+"""Told, after the outermost session that committed them ends (the ledger free for any
+waiter), of the pipelines with a capture not stopped that its transactions wrote batches for."""
 
 
 class Sessions:

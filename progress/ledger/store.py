@@ -105,7 +105,7 @@ class Ledger:
 
     def on_commit(self, listener: CommitListener) -> None:
         """Tell ``listener`` the captured pipelines that a session of this ``Ledger`` committed
-        batches for, once that session has ended (the ledger unlocked). Added once."""
+        batches for, once that session has ended (the ledger free for any waiter). Added once."""
         if listener not in self._sessions.listeners:
             self._sessions.listeners.append(listener)
 

@@ -97,3 +97,47 @@ def test_an_exiting_process_lets_its_ledger_go_first_and_does_not_wait_for_the_l
     assert time.monotonic() - started < 30
     assert free(path)
     assert Ledger(path, linger=0).pipelines() == ["bank"]
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_ledgers_made_and_dropped_leave_no_descriptor_open(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.duckdb"
+    Ledger(path, linger=0).register("bank", bank_graph())
+    before = open_descriptors()
+    for _ in range(30):  # as a sensor makes one per tick
+        assert Ledger(path, linger=0.05).pipelines() == ["bank"]
+    deadline = time.monotonic() + 10
+    while not free(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.1)  # the last watcher closes what it holds after letting go
+    assert open_descriptors() <= before + 3
+
+
+def test_a_wait_is_seen_when_the_want_file_was_replaced_or_the_lock_file_deleted(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.duckdb"
+    ledger = Ledger(path, linger=60)
+    ledger.register("bank", bank_graph())
+    child = (
+        "from progress.ledger import Ledger; "
+        f"print(Ledger({str(path)!r}, lock_timeout=20, linger=0).pipelines())"
+    )
+    # The waiter marks a new .want file: the holder looks at the file at the path.
+    want = path.with_name(path.name + ".want")
+    time.sleep(0.1)  # the holder's first look opens it
+    want.unlink()
+    started = time.monotonic()
+    assert python(child).stdout.split() == ["['bank']"]
+    assert time.monotonic() - started < 15  # not the waiter's 20 s timeout
+    # The waiter locks a new lock file at once, and DuckDB refuses its attach while the
+    # holder has the file attached: it marks its wait then.
+    assert ledger.pipelines() == ["bank"]
+    assert not free(path)
+    path.with_name(path.name + ".lock").unlink()
+    started = time.monotonic()
+    assert python(child).stdout.split() == ["['bank']"]
+    assert time.monotonic() - started < 15
