@@ -57,11 +57,15 @@ def throwaway_runtime(
 
     root = home if home is not None else Path(tempfile.mkdtemp(prefix="epochgate-test-"))
     ledger = Ledger(root / "ledger.duckdb")
-    try:  # without a session, a local one starts when something first needs Spark
-        yield Runtime(
-            pipeline, ledger, spark if spark is not None else spark_session, root / "data"
-        )
+    # Without a session, a local one starts when something first needs Spark.
+    runtime = Runtime(
+        pipeline, ledger, spark if spark is not None else spark_session, root / "data"
+    )
+    try:
+        yield runtime
     finally:
+        ledger.release()  # both files are kept attached a moment after a use: let them go
+        runtime.state.release()
         if home is None:
             shutil.rmtree(root, ignore_errors=True)
 
