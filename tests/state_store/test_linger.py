@@ -3,30 +3,17 @@ what was written, counters and read marks that reads put off included."""
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import multiprocessing
-import os
 import time
 from pathlib import Path
 
 import pytest
 
 from state_store import KeyedState, PartialKeys
+from tests.lock_files import free, wait_free
 
 pytestmark = pytest.mark.ledger
-
-
-def free(path: Path) -> bool:
-    """Whether no holder has the state file's lock (a fresh descriptor can take it)."""
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
 
 
 def setup(store: KeyedState) -> None:
@@ -101,13 +88,6 @@ def test_counts_are_exact_in_the_holder_and_a_write_forgets_what_reads_remembere
     with store.connect() as con:
         con.execute("INSERT INTO things VALUES (1)")
     assert remember() == 2
-
-
-def wait_free(path: Path) -> bool:
-    deadline = time.monotonic() + 10
-    while not free(path) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return free(path)
 
 
 def test_a_lingering_hold_ends_after_the_linger_even_of_a_forgotten_store(

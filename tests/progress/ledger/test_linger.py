@@ -3,7 +3,6 @@ it within milliseconds and sees every commit, and an exiting process lets it go 
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -13,23 +12,12 @@ from pathlib import Path
 import pytest
 
 from progress.ledger import Ledger
+from tests.lock_files import free, wait_free
 from tests.progress.ledger.scenario import bank_graph
 
 pytestmark = pytest.mark.ledger
 
 REPO = Path(__file__).resolve().parents[3]
-
-
-def free(path: Path) -> bool:
-    """Whether no holder has the ledger's lock (a fresh descriptor can take it)."""
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
 
 
 def python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -45,21 +33,24 @@ def python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     )
 
 
+def registered(tmp_path: Path, linger: float) -> tuple[Path, Ledger]:
+    """A ledger file with ``bank`` registered, and a ``Ledger`` of it lingering ``linger``."""
+    path = tmp_path / "ledger.duckdb"
+    ledger = Ledger(path, linger=linger)
+    ledger.register("bank", bank_graph())
+    return path, ledger
+
+
 def test_sessions_in_a_row_attach_once_and_the_file_is_let_go_after_the_linger(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "ledger.duckdb"
-    ledger = Ledger(path, linger=0.3)
-    ledger.register("bank", bank_graph())
+    path, ledger = registered(tmp_path, 0.3)
     holds = ledger._sessions._file.holds
     for _ in range(5):
         ledger.pipelines()
     assert ledger._sessions._file.holds == holds  # no new attach: it stayed attached
     assert not free(path)
-    deadline = time.monotonic() + 10
-    while not free(path) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert free(path)  # let go after the linger, without a call
+    assert wait_free(path)  # let go after the linger, without a call
     ledger.release()  # nothing held: nothing to do
     eager = Ledger(path, linger=0)
     eager.pipelines()
@@ -69,9 +60,7 @@ def test_sessions_in_a_row_attach_once_and_the_file_is_let_go_after_the_linger(
 def test_another_process_gets_a_lingering_ledger_at_once_and_sees_every_commit(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "ledger.duckdb"
-    ledger = Ledger(path, linger=60)
-    ledger.register("bank", bank_graph())
+    path, ledger = registered(tmp_path, 60)
     assert not free(path)
     started = time.monotonic()
     found = python(
@@ -109,9 +98,7 @@ def test_ledgers_made_and_dropped_leave_no_descriptor_open(tmp_path: Path) -> No
     before = open_descriptors()
     for _ in range(30):  # as a sensor makes one per tick
         assert Ledger(path, linger=0.05).pipelines() == ["bank"]
-    deadline = time.monotonic() + 10
-    while not free(path) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert wait_free(path)
     time.sleep(0.1)  # the last watcher closes what it holds after letting go
     assert open_descriptors() <= before + 3
 
@@ -119,9 +106,7 @@ def test_ledgers_made_and_dropped_leave_no_descriptor_open(tmp_path: Path) -> No
 def test_a_wait_is_seen_when_the_want_file_was_replaced_or_the_lock_file_deleted(
     tmp_path: Path,
 ) -> None:
-    path = tmp_path / "ledger.duckdb"
-    ledger = Ledger(path, linger=60)
-    ledger.register("bank", bank_graph())
+    path, ledger = registered(tmp_path, 60)
     child = (
         "from progress.ledger import Ledger; "
         f"print(Ledger({str(path)!r}, lock_timeout=20, linger=0).pipelines())"
