@@ -231,7 +231,10 @@ class AttachedFile:
             if not same:
                 self._close_want()
         if self._want_fd is None:
-            self._want_fd = os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self._want_fd = os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError:
+                return True  # its directory is gone: nothing to linger for
         try:
             fcntl.flock(self._want_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -4,6 +4,7 @@ it within milliseconds and sees every commit, and an exiting process lets it go 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -126,3 +127,14 @@ def test_a_wait_is_seen_when_the_want_file_was_replaced_or_the_lock_file_deleted
     started = time.monotonic()
     assert python(child).stdout.split() == ["['bank']"]
     assert time.monotonic() - started < 15
+
+
+def test_a_lingering_ledger_whose_directory_is_removed_is_let_go(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _, ledger = registered(home, 60)
+    time.sleep(0.1)  # the holder's first look has opened .want
+    shutil.rmtree(home)
+    deadline = time.monotonic() + 10
+    while ledger._sessions._file._held is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert ledger._sessions._file._held is None  # let go, not held until exit
