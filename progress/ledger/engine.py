@@ -188,7 +188,7 @@ class AttachedFile:
                     if waited >= self.lock_timeout:
                         raise LedgerLockTimeoutError(str(self.path), waited, None) from err
                     if mark is None and self.marks_waits:
-                        mark = os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
+                        mark = self._open_want()
                         fcntl.flock(mark, fcntl.LOCK_SH)
                     time.sleep(ATTACH_RETRY)
         finally:
@@ -232,7 +232,7 @@ class AttachedFile:
                 self._close_want()
         if self._want_fd is None:
             try:
-                self._want_fd = os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._want_fd = self._open_want()
             except OSError:
                 return True  # its directory is gone: nothing to linger for
         try:
@@ -247,15 +247,17 @@ class AttachedFile:
         them: the parent's lock is the parent's, and ends when the parent lets it go)."""
         if self._held is not None:
             self._held.forget()
-        if self._want_fd is not None:
-            with suppress(OSError):
-                os.close(self._want_fd)
-        self._held, self._want_fd, self._watched = None, None, 0
+        self._close_want()
+        self._held, self._watched = None, 0
+
+    def _open_want(self) -> int:
+        return os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
 
     def _close_want(self) -> None:
         fd, self._want_fd = self._want_fd, None
         if fd is not None:
-            os.close(fd)
+            with suppress(OSError):
+                os.close(fd)
 
     def _release(self) -> None:
         """Write what was put off, detach, unlock (the caller holds the guard)."""
