@@ -110,7 +110,7 @@ def commit_latencies(
 
 def child(path: str, stages: int, n: int, name: str) -> None:
     """One of the concurrent committers: prints its latencies in ms, one per line."""
-    ledger = Ledger(path, lock_timeout=600)
+    ledger = Ledger(path, lock_timeout=600, linger=0)
     for x in commit_latencies(ledger, stages, n, name):
         print(f"{x * 1000:.3f}")
 
@@ -263,7 +263,7 @@ def run(size: Size, root: Path) -> Figures:
     """Every figure of ``size``, in ledger files under ``root``, printed as it comes."""
     stages = size.stages
     path = root / "ledger.duckdb"
-    ledger = Ledger(path)
+    ledger = Ledger(path, linger=0)
     graph = chain(stages).compile()
     ledger.register(PIPELINE, graph)
 
@@ -275,7 +275,7 @@ def run(size: Size, root: Path) -> Figures:
     print(f"{PROCESSES} processes committed at once", flush=True)
 
     path2 = root / "history.duckdb"
-    ledger = Ledger(path2)
+    ledger = Ledger(path2, linger=0)
     ledger.register(PIPELINE, graph)
     run_epochs_per_stage(ledger, stages, 0, 10)
     last = f"s{stages - 1:02d}"
