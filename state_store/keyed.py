@@ -74,6 +74,7 @@ class KeyedState:
             lock_timeout,
             linger=linger,
             on_release=self._settle,
+            on_fork=self._forked,
             marks_waits=True,
             label="state store",
         )
@@ -179,6 +180,13 @@ class KeyedState:
         marks = self._marks.setdefault((pipeline, stage, tuple(key)), {})
         for k in keys:
             marks[k] = now
+
+    def _forked(self) -> None:
+        """In a forked child, at the fork: what the parent put off is the parent's to write,
+        and no writer lock of the parent's is the child's."""
+        self._counts, self._marks = {}, {}
+        self._memo, self._memo_hold = {}, -1
+        self._writing = {}
 
     def _settle(self, con: Any) -> None:
         """Before the file is let go: write what reads put off, in a transaction of its own."""

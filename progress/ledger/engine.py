@@ -13,6 +13,15 @@ the lingering holder looks at that mark before each use and, while it lingers, e
 ``WANT_POLL`` seconds. Before it detaches it calls ``on_release`` with the connection, so work
 it put off (counters, marks) is written before any other holder can read the file.
 
+A fork lets go first every hold not in use (as its linger would), so the child's copy of the
+engine has no file attached. The child starts with nothing held: each holder closes its copies of
+the parent's descriptors without unlocking them, takes a fresh guard, keeps the parent's engine
+referenced for good without ever using or closing it (closing it would write the parent's file
+from a stale copy of its memory), and calls ``on_fork`` so its owner drops what the parent will
+write itself. The child then waits for the file like any other process. A file in use on
+another thread of the parent at the fork stays attached in that copy, and the child cannot
+attach it (``DatabaseFileError`` says so): fork outside ledger sessions, or spawn.
+
 A file that refuses a write (a full disk, a read-only file system, an immutable file) raises
 ``LedgerFullError`` or ``LedgerUnwritableError`` naming it, not DuckDB's own error. A holder
 made with ``recreate=False`` (the ledger's) never creates the file again once it has attached
@@ -26,6 +35,7 @@ timeout, as a wait for the lock would be.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import fcntl
 import os
 import threading
@@ -45,13 +55,15 @@ from progress.errors import (
     LedgerLockTimeoutError,
     LedgerMissingError,
 )
-from progress.ledger.lock import LedgerLock
+from progress.ledger.lock import LedgerLock, unmark
 
 ALIAS = "attached"
 WANT_POLL = 0.005
 """Seconds between a lingering holder's looks for another holder that wants the file."""
 ATTACH_RETRY = 0.05
 """Seconds between attempts to attach a file another process has attached."""
+FORK_WAIT = 0.05
+"""Seconds a fork waits for a hold in use on another thread before leaving it attached."""
 
 
 class AttachedFile:
@@ -64,6 +76,7 @@ class AttachedFile:
         *,
         linger: float = 0.0,
         on_release: Callable[[Any], None] | None = None,
+        on_fork: Callable[[], None] | None = None,
         marks_waits: bool = False,
         label: str = "ledger",
         recreate: bool = True,
@@ -82,13 +95,16 @@ class AttachedFile:
         self.lock_timeout = lock_timeout
         self.linger = linger
         self.on_release = on_release
+        self.on_fork = on_fork
+        """Called in a forked child, at the fork (see the module docs)."""
         self._engine: Any = None
-        self._pid = 0
         self._guard = threading.Lock()
         self._held: LedgerLock | None = None
         self._last_use = 0.0
         self._want_fd: int | None = None
         self._watched = 0
+        self._attached = False  # whether the engine has the file attached
+        self._inherited = False  # a forked child's: the parent's engine had it attached
         self.holds = 0
         """How many times the file was attached by this holder (a new hold may see changes
         that other holders made; within one hold, only this holder's own)."""
@@ -120,7 +136,7 @@ class AttachedFile:
                     yield con
                 finally:
                     self._lock = None
-                    _detach(con)
+                    self._detach()
             return
         with self._guard:
             con = self._hold()
@@ -139,8 +155,6 @@ class AttachedFile:
 
     def _hold(self) -> Any:
         """The attached connection: the lingering one unless another holder wants the file."""
-        if self._pid != os.getpid():  # a forked child: the parent's lock and engine are not ours
-            self._forget_parent()
         if self._held is not None and self._wanted():
             self._release()
         if self._held is None:
@@ -161,11 +175,17 @@ class AttachedFile:
         return self._engine
 
     def _attach(self) -> Any:
-        if self._engine is None or self._pid != os.getpid():  # never across a fork
-            self._engine, self._pid = duckdb.connect(), os.getpid()
+        if self._inherited:
+            raise DatabaseFileError(
+                str(self.path),
+                "this process was forked while its parent was using the file on another "
+                "thread, and still has the parent's copy attached; fork outside the parent's "
+                "sessions of it, or start the process with spawn",
+            )
+        if self._engine is None:
+            self._engine = duckdb.connect()
         con = self._engine
-        con.execute("USE memory")
-        con.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")  # left by an interrupted use
+        self._detach()  # left by an interrupted use
         if not self.recreate and self._identity is not None and not self.path.exists():
             raise LedgerMissingError(str(self.path), label=self.label)
         quoted = str(self.path).replace("'", "''")
@@ -175,6 +195,7 @@ class AttachedFile:
             while True:
                 try:
                     con.execute(f"ATTACH '{quoted}' AS {ALIAS}")
+                    self._attached = True
                     break
                 except (duckdb.IOException, duckdb.SerializationException) as err:
                     waited = time.monotonic() - started
@@ -193,7 +214,7 @@ class AttachedFile:
                     time.sleep(ATTACH_RETRY)
         finally:
             if mark is not None:
-                os.close(mark)  # and its shared lock with it
+                unmark(mark)
         con.execute(f"USE {ALIAS}")
         found = os.stat(self.path)
         self._identity = (found.st_dev, found.st_ino)
@@ -242,13 +263,26 @@ class AttachedFile:
         fcntl.flock(self._want_fd, fcntl.LOCK_UN)
         return False
 
-    def _forget_parent(self) -> None:
-        """In a forked child: close the copies of the parent's descriptors (never unlocking
-        them: the parent's lock is the parent's, and ends when the parent lets it go)."""
-        if self._held is not None:
-            self._held.forget()
+    def _forked(self) -> None:
+        """In a forked child, at the fork (see the module docs): nothing held, nothing used."""
+        self._guard = threading.Lock()  # the parent's may have been taken by another thread
+        for lock in (self._held, self._lock):
+            if lock is not None:
+                lock.forget()
+        self._held = self._lock = None
         self._close_want()
-        self._held, self._watched = None, 0
+        self._watched = 0
+        self._inherited, self._attached = self._attached, False
+        if self._engine is not None:
+            _INHERITED.append(self._engine)
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._engine))  # never freed, even at exit
+            self._engine = None
+        if self.on_fork is not None:
+            self.on_fork()
+
+    def _detach(self) -> None:
+        _detach(self._engine)
+        self._attached = False
 
     def _open_want(self) -> int:
         return os.open(self.want_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -262,7 +296,7 @@ class AttachedFile:
     def _release(self) -> None:
         """Write what was put off, detach, unlock (the caller holds the guard)."""
         lock, self._held = self._held, None
-        if lock is None or self._pid != os.getpid():
+        if lock is None:
             return
         self._close_want()  # opened again by the next hold's first look
         con = self._engine
@@ -271,7 +305,7 @@ class AttachedFile:
                 self.on_release(con)
         finally:
             try:
-                _detach(con)
+                self._detach()
             finally:
                 lock.release()
 
@@ -305,12 +339,9 @@ def _watch(holder: AttachedFile, hold: int) -> None:
     another holder wants the file, or the process's main thread has ended (also when nothing
     else refers to ``holder`` any more). It is not a daemon: an exiting process waits for it,
     at most ``WANT_POLL``, so the file is detached before the interpreter stops its threads."""
-    pid = os.getpid()
     main = threading.main_thread()
     while True:
         time.sleep(WANT_POLL)
-        if holder._pid != pid:
-            return
         if not holder._guard.acquire(blocking=False):
             continue  # in use: it looks at the mark itself before each use
         try:
@@ -325,7 +356,29 @@ def _watch(holder: AttachedFile, hold: int) -> None:
 
 
 _HOLDERS: weakref.WeakSet[AttachedFile] = weakref.WeakSet()
-"""Every holder of this process, for ``_release_all_at_exit``."""
+"""Every holder of this process, for ``_release_all_at_exit`` and ``_forked_all``."""
+_INHERITED: list[Any] = []
+"""In a forked child: the parent's engines, never used nor closed."""
+
+
+def _release_all_before_fork() -> None:
+    """Let every hold not in use go (waiting ``FORK_WAIT`` for one in use)."""
+    for holder in list(_HOLDERS):
+        if holder._held is None or not holder._guard.acquire(timeout=FORK_WAIT):
+            continue
+        try:
+            with suppress(duckdb.Error, OSError):  # the next use raises it, with its context
+                holder._release()
+        finally:
+            holder._guard.release()
+
+
+def _forked_all() -> None:
+    for holder in list(_HOLDERS):
+        holder._forked()
+
+
+os.register_at_fork(before=_release_all_before_fork, after_in_child=_forked_all)
 
 
 @atexit.register
@@ -337,8 +390,6 @@ def _release_all_at_exit() -> None:
 
 def _release_at_exit(holder: AttachedFile) -> None:
     """Let the hold go and close the engine (a file already removed is let go as it is)."""
-    if holder._pid != os.getpid():
-        return
     with holder._guard:
         with suppress(duckdb.Error):
             holder._release()

@@ -97,7 +97,7 @@ class LedgerLock:
             fcntl.flock(mark, fcntl.LOCK_SH)
             self._wait(fd, started)
         finally:
-            os.close(mark)  # and its shared lock with it
+            unmark(mark)
 
     def _wait(self, fd: int, started: float) -> None:
         """Block in the kernel's queue (fairer than polling, which lets the last holder win
@@ -151,3 +151,11 @@ class LedgerLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def unmark(mark: int) -> None:
+    """Let go a wait marked with a shared lock on ``mark`` (``.want``), and close it: unlocked
+    first, since a forked child's copy of the descriptor would keep the mark otherwise."""
+    with suppress(OSError):
+        fcntl.flock(mark, fcntl.LOCK_UN)
+    os.close(mark)

@@ -139,7 +139,12 @@ class Sessions:
         self.path = path
         self._guard = threading.RLock()
         self._file = AttachedFile(
-            path, lock_timeout, linger=linger, recreate=False, marks_waits=True
+            path,
+            lock_timeout,
+            linger=linger,
+            recreate=False,
+            marks_waits=True,
+            on_fork=self._forked,
         )
         self._checked = -1
         """The hold of the file whose schema version was checked (once per hold)."""
@@ -191,6 +196,14 @@ class Sessions:
                 self._file.linger = outer
                 if outer <= 0:
                     self._file.release()
+
+    def _forked(self) -> None:
+        """In a forked child, at the fork: no session open (the parent's, if another thread had
+        one, is the parent's), a fresh guard, nothing to sync."""
+        self._guard = threading.RLock()
+        self._current, self._in_transaction = None, False
+        self._to_sync = set()
+        self._checked = -1
 
     def release(self) -> None:
         """Let the file go now, if it is kept between sessions (not inside a session)."""

@@ -1,0 +1,99 @@
+"""A process forked while its parent holds the ledger: one lingering on it lets it go at the
+fork, the child waits for it like any other process and the parent loses none of its commits; a
+child forked during a use on another thread never hangs on the parent's guard, and says why it
+cannot attach the file rather than writing it from a stale copy."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from multiprocessing.queues import Queue
+from pathlib import Path
+
+import pytest
+
+from progress.errors import DatabaseFileError
+from progress.ledger import Ledger
+from progress.ledger.engine import AttachedFile
+from tests.lock_files import wait_free
+from tests.progress.ledger.scenario import bank_graph
+
+pytestmark = pytest.mark.ledger
+
+FORK = multiprocessing.get_context("fork")
+
+
+def _register(ledger: Ledger, name: str) -> None:
+    ledger.register(name, bank_graph())
+
+
+def test_a_child_forked_while_the_parent_lingers_waits_for_the_file_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ledger.duckdb"
+    ledger = Ledger(path, lock_timeout=60, linger=60)
+    ledger.register("bank", bank_graph())  # attached and lingering, its commit in memory
+    child = FORK.Process(target=_register, args=(ledger, "child"))
+    child.start()
+    for name in ("after_1", "after_2"):
+        ledger.register(name, bank_graph())  # the parent goes on while the child waits
+    child.join(60)
+    assert child.exitcode == 0
+    expected = ["after_1", "after_2", "bank", "child"]
+    assert sorted(ledger.pipelines()) == expected
+    ledger.release()
+    assert wait_free(path)
+    fresh = Ledger(path, linger=0)
+    assert sorted(fresh.pipelines()) == expected
+    assert fresh.verify().ok
+
+
+def _insert(holder: AttachedFile, value: int, said: Queue[str]) -> None:
+    try:
+        with holder.open() as con:
+            con.execute("INSERT INTO t VALUES (?)", [value])
+        said.put("inserted")
+    except DatabaseFileError as err:
+        said.put(str(err))
+
+
+@pytest.mark.parametrize("linger", [30.0, 0.0])
+def test_a_child_forked_during_a_use_on_another_thread_says_why_it_cannot_attach(
+    tmp_path: Path, linger: float
+) -> None:
+    holder = AttachedFile(tmp_path / "file.duckdb", 60, linger=linger)
+    with holder.open() as con:
+        con.execute("CREATE TABLE t (v INTEGER)")
+    inside, leave = threading.Event(), threading.Event()
+
+    def use() -> None:
+        with holder.open() as con:
+            con.execute("INSERT INTO t VALUES (1)")
+            inside.set()
+            leave.wait(60)
+
+    thread = threading.Thread(target=use)
+    thread.start()
+    assert inside.wait(60)
+    said: Queue[str] = FORK.Queue()
+    child = FORK.Process(target=_insert, args=(holder, 2, said))  # the guard taken, attached
+    child.start()
+    leave.set()
+    thread.join(60)
+    child.join(60)
+    if child.exitcode is None:
+        child.kill()  # hung on the parent's guard
+    assert child.exitcode == 0
+    assert "forked while its parent was using the file" in said.get(timeout=10)
+    holder.release()
+    with holder.open() as con:  # the parent's file as the parent left it
+        assert con.execute("SELECT v FROM t").fetchall() == [(1,)]
+    holder.release()
+    # A child forked once the use is over attaches the file like any other process.
+    child = FORK.Process(target=_insert, args=(holder, 3, said))
+    child.start()
+    child.join(60)
+    assert said.get(timeout=10) == "inserted"
+    with holder.open() as con:
+        assert sorted(con.execute("SELECT v FROM t").fetchall()) == [(1,), (3,)]
+    holder.release()
