@@ -6,6 +6,7 @@
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 --workloads join \
         --tools epochgate plain --results /tmp/peers.md --plots /tmp/plots
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 1000000 --repeats 3 1
+    BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 1000000 --repeats 3
 
 Two workloads on seeded Parquet files, one per source, worker and epoch (``peers/workloads.py``):
 a per-key running sum over the epochs, and a join of two inputs whose epoch may be emitted only
@@ -20,7 +21,9 @@ epoch was emitted: before the epoch was complete is "early", a final value that 
 oracle's is "wrong". Printed per tool: throughput (input rows/s), seconds from an epoch's
 completion to its committed output (median), peak RSS (with Spark's JVM), correctness; medians
 over the repeats, the ratio against the fastest, and the goals. The same goes to the
-``bench_peers`` section of ``bench/RESULTS.md``, with plots in ``bench/plots/``.
+``bench_peers`` section of ``bench/RESULTS.md``, with plots in ``bench/plots/``. A run of some
+sizes keeps the figures of the other sizes from earlier runs of the same ``BENCH_SIZE``
+(``peers/kept.py``): each size's figures come from one run, said with its date and command.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from peers.kept import Measured, merge, path_beside
 from peers.record import Recorder, Run
 from peers.report import (
     NAMES,
@@ -177,8 +181,20 @@ def measure(
     return figures
 
 
-def report(figures: list[Figure], results: Path | None, plot_dir: Path | None) -> list[Goal]:
-    """Print the table and the goals; write the RESULTS.md section and the plots."""
+def report(
+    figures: list[Figure], results: Path | None, plot_dir: Path | None, plan: str = "tiny"
+) -> list[Goal]:
+    """Print the table and the goals; write the RESULTS.md section and the plots, with the
+    figures of the sizes this run did not measure kept from earlier runs of ``plan``
+    (``peers/kept.py``)."""
+    about = about_this_run()
+    sizes = [
+        Measured(rows, tuple(about), tuple(f for f in figures if f.rows == rows))
+        for rows in sorted({f.rows for f in figures})
+    ]
+    if results is not None:
+        sizes = merge(path_beside(results), plan, sizes)
+        figures = [f for m in sizes for f in m.figures]
     rows = table(figures)
     found = [
         g
@@ -186,6 +202,8 @@ def report(figures: list[Figure], results: Path | None, plot_dir: Path | None) -
         for g in goals([f for f in figures if (f.rows, f.workload) == key])
     ]
     print()
+    for m in sizes:
+        print(f"measured: {m.said()}")
     print(text_table(rows))
     print()
     for line in goal_lines(found):
@@ -195,7 +213,9 @@ def report(figures: list[Figure], results: Path | None, plot_dir: Path | None) -
         print(f"faster: {line}")
     made = plots(figures, plot_dir) if plot_dir is not None else []
     if results is not None:
-        body = section(figures, rows=rows, found=found, wins=wins, made=made, base=results.parent)
+        body = section(
+            figures, sizes, rows=rows, found=found, wins=wins, made=made, base=results.parent
+        )
         write_section(results, "bench_peers", body)
         print(f"written: {results}")
     return found
@@ -203,6 +223,7 @@ def report(figures: list[Figure], results: Path | None, plot_dir: Path | None) -
 
 def section(
     figures: list[Figure],
+    sizes: list[Measured],
     *,
     rows: list[list[str]],
     found: list[Goal],
@@ -210,12 +231,19 @@ def section(
     made: list[Path],
     base: Path,
 ) -> str:
-    repeats = ", ".join(sorted({f"{f.repeats} at {f.rows:,} rows/epoch" for f in figures}))
+    machine = about_this_run()[0]
+    measured = [
+        f"- {m.said()}" + (f" ({m.about[0].removeprefix('- ')})" if m.about[0] != machine else "")
+        for m in sizes
+    ]
     lines = [
         "## bench_peers: epochgate, plain PySpark, bytewax and Pathway on the same inputs",
         "",
-        *about_this_run(),
-        f"- repeats: {repeats} (figures are medians; ± is half the spread of the throughput)",
+        machine,
+        "- each size measured by one run, every tool side by side (a size measured again on "
+        "its own keeps the other sizes' figures); figures are medians over the repeats, ± is "
+        "half the spread of the throughput:",
+        *[f"  {line}" for line in measured],
         "",
         "Workloads: `sum`, a per-key running sum; `join`, orders joined with payments per "
         "epoch, payments' worker 1 one epoch late. rows/s: input rows over the seconds from "
@@ -263,6 +291,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=WORKLOADS)
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
     parser.add_argument("--plots", type=Path, default=BENCH / "plots")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="measure nothing: write the section and the plots again from the kept figures",
+    )
     parser.add_argument("--one", choices=TOOLS, help=argparse.SUPPRESS)
     parser.add_argument("--home", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -274,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     name = os.environ.get("BENCH_SIZE", "tiny")
     if name not in PLANS:
         sys.exit(f"BENCH_SIZE must be one of {', '.join(PLANS)}, not {name!r}")
+    if args.report_only:
+        report([], args.results, args.plots, plan=name)
+        return
     plan = PLANS[name]
     sizes = plan.sizes
     if args.rows:
@@ -288,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"peers ({name}): {each}, tools {', '.join(args.tools)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         figures = measure(plan, args.tools, Path(tmp), workloads=args.workloads)
-    report(figures, args.results, args.plots)
+    report(figures, args.results, args.plots, plan=name)
 
 
 if __name__ == "__main__":

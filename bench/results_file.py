@@ -30,7 +30,8 @@ HEADER = """# Benchmark results
 
 Written by the bench scripts (`make bench`; `BENCH_SIZE=full make bench` for the full sizes).
 Each script rewrites its own section from one run: its figures, the ratios against their
-baselines from the same run, and each goal with whether it is met.
+baselines from the same run, and each goal with whether it is met (`bench_peers`: each size
+from one run, a size measured again on its own keeping the others).
 """
 
 

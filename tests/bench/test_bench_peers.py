@@ -7,6 +7,7 @@ epochs early."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -95,3 +96,51 @@ def test_the_late_worker_closes_each_epoch_after_the_next_one_has_begun(tmp_path
         ("payments", 1, 0),
     ]
     assert feed.closes == {0: 5, 1: 8, 2: 9}  # steps delivered when each epoch is complete
+
+
+def _figures(rows: int, throughput: float) -> list[Any]:
+    from peers.report import TOOLS, Figure
+
+    return [
+        Figure(
+            rows=rows,
+            workload="sum",
+            tool=tool,
+            throughput=throughput / (i + 1),
+            latency=0.5,
+            peak_mb=100.0,
+            wrong=0,
+            early=0,
+            repeats=3,
+            spread=0.1,
+            phases={},
+        )
+        for i, tool in enumerate(TOOLS)
+    ]
+
+
+@pytest.mark.unit
+def test_a_size_measured_again_on_its_own_keeps_the_other_sizes_of_the_same_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = load("bench_peers")
+    results = tmp_path / "RESULTS.md"
+    bench.report(_figures(100, 1000.0) + _figures(1000, 2000.0), results, None, plan="full")
+    bench.report(_figures(1000, 3000.0), results, None, plan="full")  # 1,000 again, alone
+    text = results.read_text()
+    assert "| 100 | sum | epochgate | 1,000 ±5% |" in text  # kept from the first run
+    assert "| 1,000 | sum | epochgate | 3,000 ±5% |" in text  # the second run's
+    assert "| 1,000 | sum | epochgate | 2,000" not in text
+    assert text.count("rows/epoch: 20") == 2  # each size with the date of its own run
+    assert "3 repeats of each tool" in text
+    bench.report(_figures(10, 50.0), results, None, plan="tiny")  # another plan, apart
+    text = results.read_text()
+    assert "| 10 | sum | epochgate | 50 ±5% |" in text
+    assert "| 100 | sum |" not in text
+    assert "| 1,000 | sum |" not in text
+    assert "measured: 10 rows/epoch: " in capsys.readouterr().out
+    bench.report([], results, None, plan="full")  # the full plan's sizes, kept meanwhile
+    text = results.read_text()
+    assert "| 100 | sum | epochgate | 1,000 ±5% |" in text
+    assert "| 1,000 | sum | epochgate | 3,000 ±5% |" in text
+    assert "| 10 | sum |" not in text
