@@ -40,7 +40,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from results_file import Report, chosen_size, figure_line, section, spread, write_section
+from scratch import scratch
 
 from pipelines import Runtime, capture_log
 from pipelines.dataflow import Pipeline
@@ -406,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"capture on vs off ({name}: {size})", flush=True)
     spark = spark_session()
     quiet(spark)
-    with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
+    with scratch("bench-capture-") as tmp:
         lines = run(size, spark, Path(tmp))
         print(f"replay ({name})", flush=True)
         lines += throughput(size, spark, Path(tmp))

@@ -21,13 +21,13 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from results_file import chosen_size, figure_line, section, spread, write_section
+from scratch import scratch
 
 from pipelines import connect_server
 from pipelines.settings import HOME_ENV
@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = args.runs or runs
     port = args.port or free_port()
     print(f"connect ({name}: {runs} runs per side)", flush=True)
-    with tempfile.TemporaryDirectory(prefix="bench-connect-") as tmp:
+    with scratch("bench-connect-") as tmp:
         os.environ[HOME_ENV] = str(Path(tmp) / "home")
         found = measure(runs, port)
     write_section(args.results, "bench_connect", connect_section(found, name))

@@ -46,7 +46,6 @@ import io
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from contextlib import redirect_stderr
@@ -57,6 +56,7 @@ from typing import TYPE_CHECKING
 import daemon_path
 from pyspark.sql import functions as F
 from results_file import section, spread, write_section
+from scratch import scratch
 from sensor_tick import dagster_instance, part_b
 
 from dagster_project.definitions import build_definitions
@@ -259,7 +259,7 @@ def bench_bank(args: argparse.Namespace, root: Path, spark: SparkSession, url: s
 
 
 def part_a(args: argparse.Namespace) -> list[str]:
-    with tempfile.TemporaryDirectory(prefix="bench-dagster-") as tmp:
+    with scratch("bench-dagster-") as tmp:
         root = Path(tmp)
         if args.spark is None:
             os.environ[HOME_ENV] = str(root / "home")  # the server's pid file and log

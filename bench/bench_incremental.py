@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from results_file import chosen_size, figure_line, section, spread, write_section
+from scratch import scratch
 
 from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
@@ -155,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"incremental ({name}: {size})", flush=True)
     spark = spark_session()
     quiet(spark)
-    with tempfile.TemporaryDirectory(prefix="bench-incremental-") as tmp:
+    with scratch("bench-incremental-") as tmp:
         found = run(size, spark, Path(tmp))
     write_section(args.results, "bench_incremental", incremental_section(found, name))
     print(f"written: {args.results}")

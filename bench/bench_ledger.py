@@ -24,13 +24,13 @@ import argparse
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from results_file import against, chosen_size, figure_line, section, spread, write_section
+from scratch import scratch
 
 from progress import GraphBuilder, Source, Target, Tracker, Update
 from progress.ledger import Ledger, Origin
@@ -350,7 +350,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.stages,
     )
     print(f"ledger ({name}: {size})", flush=True)
-    with tempfile.TemporaryDirectory(prefix="bench-ledger-") as tmp:
+    with scratch("bench-ledger-") as tmp:
         found = run(size, Path(tmp))
     write_section(args.results, "bench_ledger", ledger_section(found, name))
     print(f"written: {args.results}")

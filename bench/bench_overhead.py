@@ -30,7 +30,6 @@ import itertools
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -41,6 +40,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from results_file import about_this_run, write_section
+from scratch import scratch
 
 from pipelines import carry, iteration, sinks
 from pipelines.examples import bank
@@ -434,7 +434,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"overhead ({name}: {size})", flush=True)
     spark = spark_session(args.spark)
     quiet(spark)
-    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+    with scratch("bench-overhead-") as tmp:
         ratios = run(
             size,
             spark,

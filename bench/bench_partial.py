@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 from results_file import Report, chosen_size, figure_line, section, spread, write_section
+from scratch import scratch
 
 from pipelines import Pipeline, Runtime
 from pipelines.examples import bank
@@ -329,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"partial state vs full twin ({name}: {size})", flush=True)
     spark = spark_session()
     quiet(spark)
-    with tempfile.TemporaryDirectory(prefix="bench-partial-") as tmp:
+    with scratch("bench-partial-") as tmp:
         lines = run(size, spark, Path(tmp))
     write_section(args.results, "bench_partial", partial_section(lines, size, name))
     print(f"written: {args.results}")

@@ -32,7 +32,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,6 +57,7 @@ from peers.report import (
 )
 from peers.workloads import WORKLOADS, Feed, Size, generate, wrong_epochs
 from results_file import about_this_run, write_section
+from scratch import scratch
 
 if TYPE_CHECKING:  # Spark is imported by the processes that run it
     from pyspark.sql import SparkSession
@@ -322,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for i, s in enumerate(sizes)
     )
     print(f"peers ({name}): {each}, tools {', '.join(args.tools)}", flush=True)
-    with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
+    with scratch("bench-peers-") as tmp:
         figures = measure(plan, args.tools, Path(tmp), workloads=args.workloads)
     report(figures, args.results, args.plots, plan=name)
 

@@ -28,7 +28,6 @@ figures, growth ratios and goals are printed and written to the ``bench_scaling`
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from pyspark.sql import SparkSession
 from results_file import about_this_run, chosen_size, write_section
 from scaling import graphs, history
 from scaling.report import Point, growths, plot, section
+from scratch import scratch
 
 from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
@@ -214,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     say(f"scaling ({name}: {plan})")
     spark = spark_session(args.spark)
     quiet(spark)
-    with tempfile.TemporaryDirectory(prefix="bench-scaling-") as tmp:
+    with scratch("bench-scaling-") as tmp:
         points = run(plan, spark, Path(tmp), args.axes)
     made = plot(points, args.plots)
     write_section(args.results, "bench_scaling", section(points, about_this_run(), made))

@@ -24,7 +24,6 @@ import os
 import socket
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import yaml
 from results_file import about_this_run, write_section
+from scratch import scratch
 
 from dagster_project import dev_server
 from dagster_project.demo import INSTANCE_CONFIG
@@ -323,7 +323,7 @@ def run(
 
 def part_c(args: argparse.Namespace) -> None:
     """Part C on the Spark Connect server ``--spark`` names, or one started on a free port."""
-    with tempfile.TemporaryDirectory(prefix="bench-daemon-") as tmp:
+    with scratch("bench-daemon-") as tmp:
         root = Path(tmp)
         if args.spark is None:
             os.environ[HOME_ENV] = str(root / "server-home")

@@ -11,7 +11,6 @@ import io
 import pstats
 import shutil
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pyspark.sql import types as T
 from results_file import spread
+from scratch import scratch
 
 from dagster_project.definitions import build_definitions
 from dagster_project.demo import INSTANCE_CONFIG
@@ -271,7 +271,7 @@ def part_b(args: argparse.Namespace) -> list[str]:
         f"{epochs:,} epochs in the ledger",
         flush=True,
     )
-    with tempfile.TemporaryDirectory(prefix="bench-dagster-tick-") as tmp:
+    with scratch("bench-dagster-tick-") as tmp:
         root = Path(tmp)
         path = root / "ledger.duckdb"
         fill_ledger(Ledger(path), pipeline, epochs, root / "data")

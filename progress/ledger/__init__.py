@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from progress.ledger.captures import CaptureRecord, StreamHead, StreamMessage, StreamSnapshot
+from progress.ledger.engine import release_all
 from progress.ledger.records import (
     BatchRecord,
     CommitResult,
@@ -49,5 +50,6 @@ __all__ = [
     "StreamMessage",
     "StreamSnapshot",
     "VerifyReport",
+    "release_all",
     "scope_name",
 ]

@@ -361,6 +361,13 @@ _INHERITED: list[Any] = []
 """In a forked child: the parent's engines, never used nor closed."""
 
 
+def release_all() -> None:
+    """Let go now every file this process keeps attached between uses (its ledgers and state
+    stores), for instance before removing the directory that holds them."""
+    for holder in list(_HOLDERS):
+        holder.release()
+
+
 def _release_all_before_fork() -> None:
     """Let every hold not in use go (waiting ``FORK_WAIT`` for one in use)."""
     for holder in list(_HOLDERS):

@@ -138,3 +138,17 @@ def test_a_lingering_ledger_whose_directory_is_removed_is_let_go(tmp_path: Path)
     while ledger._sessions._file._held is not None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert ledger._sessions._file._held is None  # let go, not held until exit
+
+
+def test_release_all_lets_every_lingering_file_of_the_process_go(tmp_path: Path) -> None:
+    from progress.ledger import release_all
+
+    paths, ledgers = [], []
+    for name in ("a", "b"):
+        path, ledger = registered(tmp_path / name, 60)
+        paths.append(path)
+        ledgers.append(ledger)
+    assert not any(free(p) for p in paths)
+    release_all()
+    assert all(free(p) for p in paths)
+    assert ledgers[0].pipelines() == ["bank"]  # attached again on the next use
