@@ -79,6 +79,7 @@ class KeyedState:
             label="state store",
         )
         self._writing: dict[tuple[str, str], int] = {}
+        self._writer_locks: dict[tuple[str, str], LedgerLock] = {}
         self._created = False
         self._seen: set[str] = set()
         self._memo: dict[Any, Any] = {}
@@ -112,10 +113,12 @@ class KeyedState:
                 f"for over {err.waited:.0f}s (one run of a stateful stage at a time)"
             ) from err
         self._writing[held] = 1
+        self._writer_locks[held] = lock
         try:
             yield
         finally:
             self._writing.pop(held, None)
+            self._writer_locks.pop(held, None)
             lock.release()
 
     @contextmanager
@@ -145,6 +148,7 @@ class KeyedState:
                 if not reading:
                     taken = self._write_put_off(con)
                 yield con
+                self._file.check_intact()  # never under a lost lock, nor a forked child's copy
             except BaseException:
                 con.execute("ROLLBACK")
                 if taken is not None:
@@ -186,7 +190,9 @@ class KeyedState:
         and no writer lock of the parent's is the child's."""
         self._counts, self._marks = {}, {}
         self._memo, self._memo_hold = {}, -1
-        self._writing = {}
+        for lock in self._writer_locks.values():
+            lock.forget()
+        self._writing, self._writer_locks = {}, {}
 
     def _settle(self, con: Any) -> None:
         """Before the file is let go: write what reads put off, in a transaction of its own."""

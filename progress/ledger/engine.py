@@ -13,14 +13,17 @@ the lingering holder looks at that mark before each use and, while it lingers, e
 ``WANT_POLL`` seconds. Before it detaches it calls ``on_release`` with the connection, so work
 it put off (counters, marks) is written before any other holder can read the file.
 
-A fork lets go first every hold not in use (as its linger would), so the child's copy of the
-engine has no file attached. The child starts with nothing held: each holder closes its copies of
-the parent's descriptors without unlocking them, takes a fresh guard, keeps the parent's engine
+A fork first takes every holder's guard (waiting at most ``FORK_WAIT`` for a use under way,
+the forking thread's own included) and lets go each hold it got, as its linger would, so the
+child's copy of the engine has no file attached; the parent's guards are given back once the
+child exists. The child starts with nothing held: each holder closes its copies of the parent's
+lock descriptors without unlocking them, takes a fresh guard, keeps the parent's engine
 referenced for good without ever using or closing it (closing it would write the parent's file
 from a stale copy of its memory), and calls ``on_fork`` so its owner drops what the parent will
-write itself. The child then waits for the file like any other process. A file in use on
-another thread of the parent at the fork stays attached in that copy, and the child cannot
-attach it (``DatabaseFileError`` says so): fork outside ledger sessions, or spawn.
+write itself. The child then waits for the file like any other process. A file still attached
+at the fork (in use, on another thread or inside the forking thread's own session) cannot be
+attached by the child, which says so (``DatabaseFileError``), and a transaction the child
+carries on from such a session is refused at its commit (no lock of its own: ``check_intact``).
 
 A file that refuses a write (a full disk, a read-only file system, an immutable file) raises
 ``LedgerFullError`` or ``LedgerUnwritableError`` naming it, not DuckDB's own error. A holder
@@ -63,7 +66,7 @@ WANT_POLL = 0.005
 ATTACH_RETRY = 0.05
 """Seconds between attempts to attach a file another process has attached."""
 FORK_WAIT = 0.05
-"""Seconds a fork waits for a hold in use on another thread before leaving it attached."""
+"""Seconds a fork waits for a holder's use under way before leaving its file attached."""
 
 
 class AttachedFile:
@@ -121,6 +124,13 @@ class AttachedFile:
     @contextmanager
     def open(self) -> Iterator[Any]:
         """Hold the file's lock and have it attached (not reentrant: callers nest above it)."""
+        if self._inherited:
+            raise DatabaseFileError(
+                str(self.path),
+                "this process was forked while its parent had the file attached (in use), and "
+                "still has the parent's copy of it; fork outside the parent's uses of the file, "
+                "or start the process with spawn",
+            )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.linger <= 0:
             with LedgerLock(
@@ -175,13 +185,6 @@ class AttachedFile:
         return self._engine
 
     def _attach(self) -> Any:
-        if self._inherited:
-            raise DatabaseFileError(
-                str(self.path),
-                "this process was forked while its parent was using the file on another "
-                "thread, and still has the parent's copy attached; fork outside the parent's "
-                "sessions of it, or start the process with spawn",
-            )
         if self._engine is None:
             self._engine = duckdb.connect()
         con = self._engine
@@ -215,8 +218,13 @@ class AttachedFile:
         finally:
             if mark is not None:
                 unmark(mark)
-        con.execute(f"USE {ALIAS}")
-        found = os.stat(self.path)
+        try:
+            con.execute(f"USE {ALIAS}")
+            found = os.stat(self.path)
+        except BaseException:
+            with suppress(duckdb.Error):
+                self._detach()  # attached means locked: never left attached when not held
+            raise
         self._identity = (found.st_dev, found.st_ino)
         return con
 
@@ -230,8 +238,9 @@ class AttachedFile:
         """Raise unless the current hold's lock is still the lock file at its path and the
         attached file is still the file at its path (see the module docs)."""
         lock = self._lock or self._held
-        if lock is not None and not lock.intact():
-            raise LedgerLockLostError(str(lock.path), label=lock.label)
+        if lock is None or not lock.intact():  # None: a forked child, inside its parent's hold
+            path = lock.path if lock is not None else self.lock_path
+            raise LedgerLockLostError(str(path), label=f"{self.label} lock file")
         if self.recreate or self._identity is None:
             return
         try:
@@ -272,7 +281,8 @@ class AttachedFile:
         self._held = self._lock = None
         self._close_want()
         self._watched = 0
-        self._inherited, self._attached = self._attached, False
+        self._inherited = self._inherited or self._attached  # a grandchild's copy is stale too
+        self._attached = False
         if self._engine is not None:
             _INHERITED.append(self._engine)
             ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._engine))  # never freed, even at exit
@@ -281,7 +291,8 @@ class AttachedFile:
             self.on_fork()
 
     def _detach(self) -> None:
-        _detach(self._engine)
+        if self._engine is not None:  # None: a forked child leaving its parent's use
+            _detach(self._engine)
         self._attached = False
 
     def _open_want(self) -> int:
@@ -356,36 +367,61 @@ def _watch(holder: AttachedFile, hold: int) -> None:
 
 
 _HOLDERS: weakref.WeakSet[AttachedFile] = weakref.WeakSet()
-"""Every holder of this process, for ``_release_all_at_exit`` and ``_forked_all``."""
+"""Every holder of this process, for ``release_all``, the fork's hooks and the exit's."""
 _INHERITED: list[Any] = []
 """In a forked child: the parent's engines, never used nor closed."""
 
 
 def release_all() -> None:
     """Let go now every file this process keeps attached between uses (its ledgers and state
-    stores), for instance before removing the directory that holds them."""
+    stores), for instance before removing the directory that holds them. It waits for a use
+    under way on another thread; never call it from inside one. Every holder is let go even
+    when one fails; the first failure is raised then."""
+    failed: BaseException | None = None
     for holder in list(_HOLDERS):
-        holder.release()
-
-
-def _release_all_before_fork() -> None:
-    """Let every hold not in use go (waiting ``FORK_WAIT`` for one in use)."""
-    for holder in list(_HOLDERS):
-        if holder._held is None or not holder._guard.acquire(timeout=FORK_WAIT):
-            continue
         try:
-            with suppress(duckdb.Error, OSError):  # the next use raises it, with its context
-                holder._release()
-        finally:
-            holder._guard.release()
+            holder.release()
+        except Exception as err:  # raised below, once every holder was tried
+            failed = failed or err
+    if failed is not None:
+        raise failed
 
 
-def _forked_all() -> None:
+_FORK_GUARDS: list[threading.Lock] = []
+"""The guards a fork took (``_before_fork``), given back in the parent after it."""
+
+
+def _before_fork() -> None:
+    """Take every holder's guard (waiting ``FORK_WAIT`` for a use under way) and let the hold of
+    each one taken go, so the child's copy of its engine has no file attached."""
     for holder in list(_HOLDERS):
-        holder._forked()
+        guard = holder._guard
+        if not guard.acquire(timeout=FORK_WAIT):
+            continue
+        _FORK_GUARDS.append(guard)
+        with suppress(Exception):  # the next use raises it, with its context
+            holder._release()
 
 
-os.register_at_fork(before=_release_all_before_fork, after_in_child=_forked_all)
+def _after_fork_in_parent() -> None:
+    while _FORK_GUARDS:
+        _FORK_GUARDS.pop().release()
+
+
+def _after_fork_in_child() -> None:
+    _FORK_GUARDS.clear()  # the parent's; every holder takes a fresh guard
+    for holder in list(_HOLDERS):
+        try:
+            holder._forked()
+        except Exception:  # a hook cannot raise: this holder refuses instead
+            holder._inherited = True
+
+
+os.register_at_fork(
+    before=_before_fork,
+    after_in_parent=_after_fork_in_parent,
+    after_in_child=_after_fork_in_child,
+)
 
 
 @atexit.register

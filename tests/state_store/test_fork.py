@@ -4,11 +4,15 @@ a child that uses the store does not write it a second time."""
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
+import time
 from multiprocessing.queues import Queue
 from pathlib import Path
 
 import pytest
 
+from progress.ledger.lock import LedgerLock
 from state_store.keyed import KeyedState
 
 pytestmark = pytest.mark.ledger
@@ -41,3 +45,32 @@ def test_what_a_state_store_put_off_is_written_once_by_the_parent_not_again_by_a
         ).fetchone()
     state.release()
     assert found == (5,)
+
+
+def _fork_inside_a_writer(state: KeyedState, ready: Queue[int]) -> None:
+    """Hold ``bank.balances``' writer lock, fork a child that outlives this process, wait."""
+    with state.writer("bank", "balances"):
+        child = FORK.Process(target=time.sleep, args=(60,), daemon=False)
+        child.start()
+        ready.put(child.pid or 0)
+        time.sleep(60)  # killed meanwhile
+
+
+def test_a_writer_lock_dies_with_its_process_even_when_a_forked_child_lives_on(
+    tmp_path: Path,
+) -> None:
+    state = KeyedState(tmp_path / "state.duckdb", linger=0)
+    ready: Queue[int] = FORK.Queue()
+    parent = FORK.Process(target=_fork_inside_a_writer, args=(state, ready))
+    parent.start()
+    child = ready.get(timeout=60)
+    try:
+        os.kill(parent.pid or 0, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while parent.exitcode is None and time.monotonic() < deadline:  # not join(): the
+            time.sleep(0.01)  # child keeps its copy of the parent's sentinel open
+        lock = LedgerLock(state.writer_lock_path("bank", "balances"), timeout=5)
+        lock.acquire()  # not kept by the child's copy of the dead parent's descriptor
+        lock.release()
+    finally:
+        os.kill(child, signal.SIGKILL)

@@ -6,6 +6,7 @@ cannot attach the file rather than writing it from a stale copy."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from multiprocessing.queues import Queue
 from pathlib import Path
@@ -84,7 +85,7 @@ def test_a_child_forked_during_a_use_on_another_thread_says_why_it_cannot_attach
     if child.exitcode is None:
         child.kill()  # hung on the parent's guard
     assert child.exitcode == 0
-    assert "forked while its parent was using the file" in said.get(timeout=10)
+    assert "forked while its parent had the file attached (in use)" in said.get(timeout=10)
     holder.release()
     with holder.open() as con:  # the parent's file as the parent left it
         assert con.execute("SELECT v FROM t").fetchall() == [(1,)]
@@ -97,3 +98,41 @@ def test_a_child_forked_during_a_use_on_another_thread_says_why_it_cannot_attach
     with holder.open() as con:
         assert sorted(con.execute("SELECT v FROM t").fetchall()) == [(1,), (3,)]
     holder.release()
+
+
+def _fork_in_a_transaction(ledger: Ledger, write: int) -> int:
+    """Fork inside a transaction of ``ledger``; the child writes in it, leaves it (its COMMIT
+    tried), tells ``write`` how that went and exits. The parent's pid of the child."""
+    pid = -1
+    try:
+        with ledger._sessions.transaction() as s:
+            pid = os.fork()
+            if pid == 0:  # the child carries on in its parent's transaction
+                s.con.execute("INSERT INTO meta VALUES ('forked', 'child')")
+        said = "committed"
+    except BaseException as err:
+        if pid != 0:
+            raise
+        said = type(err).__name__
+    if pid == 0:
+        os.write(write, said.encode())
+        os._exit(0)
+    return pid
+
+
+def test_a_child_forked_inside_a_transaction_cannot_commit_it_through_the_parents_copy(
+    tmp_path: Path,
+) -> None:
+    ledger = Ledger(tmp_path / "ledger.duckdb", lock_timeout=60, linger=60)
+    ledger.register("bank", bank_graph())
+    read, write = os.pipe()
+    pid = _fork_in_a_transaction(ledger, write)
+    os.close(write)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert os.read(read, 1000) == b"LedgerLockLostError"  # refused at its commit
+    os.close(read)
+    with ledger._sessions.session() as s:
+        assert s.rows("SELECT value FROM meta WHERE key = 'forked'") == []
+    assert ledger.verify().ok
+    ledger.register("after", bank_graph())  # the parent goes on
+    assert sorted(ledger.pipelines()) == ["after", "bank"]
