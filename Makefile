@@ -78,6 +78,7 @@ check: lint typecheck test ## Exactly what CI runs: lint, format check, types, t
 
 .PHONY: bench
 bench: $(STAMP) ## Run every bench script, writing bench/RESULTS.md and bench/plots (BENCH_SIZE=full: full sizes)
+	.ci/system-packages java ps
 	$(BIN)/python bench/bench_tracker.py
 	$(BIN)/python bench/bench_ledger.py
 	$(BIN)/python bench/bench_connect.py

@@ -1,6 +1,6 @@
 """epochgate beside the tools users would otherwise pick, on the same inputs.
 
-    .venv/bin/python bench/bench_peers.py          # BENCH_SIZE=tiny unless set
+    .venv/bin/python bench/bench_peers.py          # BENCH_SIZE=fast unless set
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 --repeats 3
     BENCH_SIZE=full .venv/bin/python bench/bench_peers.py --rows 100000 --workloads join \
@@ -29,7 +29,6 @@ sizes keeps the figures of the other sizes from earlier runs of the same ``BENCH
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
@@ -56,7 +55,7 @@ from peers.report import (
     text_table,
 )
 from peers.workloads import WORKLOADS, Feed, Size, generate, wrong_epochs
-from results_file import about_this_run, write_section
+from results_file import about_this_run, chosen_size, write_section
 from scratch import scratch
 
 if TYPE_CHECKING:  # Spark is imported by the processes that run it
@@ -80,7 +79,7 @@ class Plan:
 
 
 PLANS = {
-    "tiny": Plan((Size(rows=2_000, epochs=5, accounts=200, customers=50),), repeats=1),
+    "fast": Plan((Size(rows=2_000, epochs=5, accounts=200, customers=50),), repeats=1),
     "full": Plan((Size(rows=100_000, epochs=50), Size(rows=1_000_000, epochs=50)), repeats=3),
 }
 
@@ -182,7 +181,7 @@ def measure(
 
 
 def report(
-    figures: list[Figure], results: Path | None, plot_dir: Path | None, plan: str = "tiny"
+    figures: list[Figure], results: Path | None, plot_dir: Path | None, plan: str = "fast"
 ) -> list[Goal]:
     """Print the table and the goals; write the RESULTS.md section and the plots, with the
     figures of the sizes this run did not measure kept from earlier runs of ``plan``
@@ -210,7 +209,7 @@ def report(
         print(f"goal {line}")
     wins = faster_peers(figures)
     for line in wins:
-        print(f"faster: {line}")
+        print(f"a peer ahead: {line}")
     made = plots(figures, plot_dir) if plot_dir is not None else []
     if results is not None:
         body = section(
@@ -261,7 +260,7 @@ def section(
         *[f"- {line}" for line in goal_lines(found)],
     ]
     if wins:
-        lines += ["", "Where a peer is faster:", "", *[f"- {w}" for w in wins]]
+        lines += ["", "Where a peer beats epochgate:", "", *[f"- {w}" for w in wins]]
     spent = phase_lines(figures)
     if spent:
         lines += [
@@ -304,13 +303,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.home / "run.json"
         )
         return
-    name = os.environ.get("BENCH_SIZE", "tiny")
-    if name not in PLANS:
-        sys.exit(f"BENCH_SIZE must be one of {', '.join(PLANS)}, not {name!r}")
+    name, plan = chosen_size(PLANS)
     if args.report_only:
         report([], args.results, args.plots, plan=name)
         return
-    plan = PLANS[name]
     sizes = plan.sizes
     if args.rows:
         sizes = tuple(Size(rows=r, epochs=sizes[0].epochs) for r in args.rows)

@@ -133,7 +133,7 @@ def test_a_size_measured_again_on_its_own_keeps_the_other_sizes_of_the_same_plan
     assert "| 1,000 | sum | epochgate | 2,000" not in text
     assert text.count("rows/epoch: 20") == 2  # each size with the date of its own run
     assert "3 repeats of each tool" in text
-    bench.report(_figures(10, 50.0), results, None, plan="tiny")  # another plan, apart
+    bench.report(_figures(10, 50.0), results, None, plan="fast")  # another plan, apart
     text = results.read_text()
     assert "| 10 | sum | epochgate | 50 ±5% |" in text
     assert "| 100 | sum |" not in text
