@@ -1,11 +1,16 @@
 """Dagster vs ``epochgate run`` on the bank pipeline; the frontier sensor's tick on a long ledger;
 epochs under the real Dagster daemon.
 
-    .venv/bin/python bench/bench_dagster.py [--part a|b|c|all]
+    .venv/bin/python bench/bench_dagster.py              # BENCH_SIZE=fast unless set
+    BENCH_SIZE=full .venv/bin/python bench/bench_dagster.py [--part a|b|c|all]
         [--rows 1000000] [--epochs 3] [--warmup 2] [--accounts 100000] [--no-rings]
         [--spark sc://HOST:PORT] [--tick-epochs 1000] [--tick-stages 20] [--ticks 30] [--profile]
         [--interval 5] [--daemon-rows 2000] [--daemon-epochs 3] [--daemon-warmup 1]
         [--launchers default,warm] [--results bench/RESULTS.md]
+
+The defaults shown are the full sizes (``BENCH_SIZE=full``), those the goals are set for; the
+fast form (``SIZES["fast"]``) runs 20,000 rows per epoch in part A, 100 epochs of 8 stages in
+part B and one epoch per launcher in part C. Options given on the command line win.
 
 Part A, per epoch: the same seeded bank inputs go to two ledgers, each with its own data
 directory, and both sides use one Spark Connect server (``local[2]``) that this benchmark starts
@@ -47,7 +52,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import redirect_stderr
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +60,7 @@ from typing import TYPE_CHECKING
 
 import daemon_path
 from pyspark.sql import functions as F
-from results_file import section, spread, write_section
+from results_file import chosen_size, section, spread, write_section
 from scratch import scratch
 from sensor_tick import dagster_instance, part_b
 
@@ -75,6 +80,20 @@ if TYPE_CHECKING:
 
 RATIO_GOAL = 1.3
 GOAL_ROWS = 1_000_000
+SIZES: dict[str, dict[str, object]] = {
+    "fast": {
+        "rows": 20_000,
+        "epochs": 2,
+        "warmup": 1,
+        "accounts": 2_000,
+        "tick_epochs": 100,
+        "tick_stages": 8,
+        "ticks": 10,
+        "daemon_epochs": 1,
+    },
+    "full": {},  # the options' own defaults: the sizes the goals are set for
+}
+"""The options' defaults at each ``BENCH_SIZE`` (options given on the command line win)."""
 
 
 # -- shared ----------------------------------------------------------------------------------
@@ -284,7 +303,8 @@ def runs_section(lines: list[str]) -> str:
     )
 
 
-def main() -> None:
+def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, with the defaults of the size ``BENCH_SIZE`` names (``SIZES``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["a", "b", "c", "all"], default="all")
     parser.add_argument("--rows", type=positive, default=GOAL_ROWS, help="rows per epoch (a)")
@@ -304,7 +324,14 @@ def main() -> None:
     parser.add_argument("--ticks", type=positive, default=30, help="ticks timed (b)")
     parser.add_argument("--profile", action="store_true", help="cProfile the ticks (b)")
     daemon_path.add_options(parser)
-    args = parser.parse_args()
+    name, defaults = chosen_size(SIZES)
+    parser.set_defaults(**defaults, size=name)
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = options()
+    print(f"bench_dagster ({args.size})", flush=True)
     started = time.perf_counter()
     lines: list[str] = []
     if args.part in ("a", "all"):

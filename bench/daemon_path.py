@@ -242,7 +242,10 @@ def report(
     d = direct.median(warmup)
     goal = interval + DIRECT_FACTOR * d
     n = len(direct.counted(warmup))
-    lines = [f"direct (`epochgate run`, same Spark): median {d:.1f}s per epoch over {n} epochs"]
+    each = ", ".join(f"{e.seconds:.1f}" for e in direct.counted(warmup))
+    lines = [
+        f"direct (`epochgate run`, same Spark): median {d:.1f}s per epoch over {n} epochs ({each})"
+    ]
     met = False
     for side in sides:
         m = side.median(warmup)

@@ -1,6 +1,8 @@
-"""Part C of the Dagster bench (the daemon path) in its fast form: one tiny epoch under
-``dagster dev`` with the warm launcher and a local Spark master, against ``Runtime.run()``; the
-figures are printed and written to a results file (their values are for the full form)."""
+"""The Dagster bench in tiny forms: part A (one epoch of ``bank`` through Dagster and through
+``Runtime.run()``, outputs compared), part B (sensor ticks over a short ledger), part C (one
+tiny epoch under ``dagster dev`` with the warm launcher and a local Spark master, against
+``Runtime.run()``), and its sizes. The figures are printed and written to a results file; their
+values are for the full form, never asserted."""
 
 from __future__ import annotations
 
@@ -62,3 +64,36 @@ def test_the_sensor_tick_part_writes_its_figure_with_its_goal(
     assert "kept" in text
     assert lines[0] in text.split("<!-- bench_dagster_runs:start -->", 1)[1]
     assert "sensor tick (Driver.tick)" in capsys.readouterr().out
+
+
+@pytest.mark.unit
+def test_its_sizes_follow_bench_size_and_the_command_line_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = load("bench_dagster")
+    monkeypatch.setenv("BENCH_SIZE", "fast")
+    fast = module.options([])
+    assert (fast.size, fast.rows, fast.tick_epochs, fast.daemon_epochs) == ("fast", 20_000, 100, 1)
+    assert module.options(["--rows", "5"]).rows == 5
+    monkeypatch.setenv("BENCH_SIZE", "full")
+    full = module.options([])
+    assert (full.size, full.rows, full.tick_epochs, full.daemon_epochs) == (
+        "full",
+        1_000_000,
+        1_000,
+        3,
+    )
+
+
+def test_the_dagster_against_run_part_checks_both_sides_and_prints_its_ratio(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    module = load("bench_dagster")
+    args = argparse.Namespace(rows=200, epochs=1, warmup=0, accounts=50, no_rings=True)
+    lines = module.bench_bank(args, tmp_path, spark, "local[2]")
+    out = capsys.readouterr().out
+    assert "same outputs: " in out  # every stage, every epoch, on both sides
+    assert lines[-1].startswith("median of the per-epoch ratios Dagster / run: ")
+    assert lines[-1].endswith("this run used 200)")  # the goal is for 1,000,000 rows
