@@ -241,7 +241,7 @@ def section(
         machine,
         "- each size measured by one run, every tool side by side (a size measured again on "
         "its own keeps the other sizes' figures); figures are medians over the repeats, ± is "
-        "half the spread of the throughput:",
+        "half their spread ((max - min) / median over the repeats):",
         *[f"  {line}" for line in measured],
         "",
         "Workloads: `sum`, a per-key running sum; `join`, orders joined with payments per "

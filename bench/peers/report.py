@@ -47,6 +47,11 @@ class Figure:
     latency_epochs: int | None = None
     """How many epochs ``latency`` is over (the median over the repeats): those not emitted
     early."""
+    latency_spread: float | None = None
+    """(max - min) / median of ``latency`` over the repeats (None: not kept by the run that
+    measured it, or no latency)."""
+    peak_spread: float | None = None
+    """(max - min) / median of the peak memory over the repeats (None: not kept)."""
 
     @property
     def exact(self) -> bool:
@@ -60,23 +65,32 @@ class Figure:
         return ", ".join(parts)
 
 
+def spread(values: list[float]) -> float:
+    """(max - min) / median: how far apart the repeats of one figure were."""
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / middle if middle else 0.0
+
+
 def figure(rows: int, runs: list[Run], wrong: list[int]) -> Figure:
     """``runs`` of one tool, workload and size, with the wrong epochs each had."""
     rates = [r.throughput for r in runs]
     medians = [statistics.median(r.latencies()) for r in runs if r.latencies()]
+    peaks = [r.peak_rss / 1e6 for r in runs]
     return Figure(
         rows=rows,
         workload=runs[0].workload,
         tool=runs[0].tool,
         throughput=statistics.median(rates),
         latency=statistics.median(medians) if medians else None,
-        peak_mb=statistics.median(r.peak_rss for r in runs) / 1e6,
+        peak_mb=statistics.median(peaks),
         wrong=max(wrong),
         early=max(len(r.premature) for r in runs),
         repeats=len(runs),
-        spread=(max(rates) - min(rates)) / statistics.median(rates) if rates[0] else 0.0,
+        spread=spread(rates),
         phases=runs[0].phases,
         latency_epochs=round(statistics.median(len(r.latencies()) for r in runs)),
+        latency_spread=spread(medians) if medians else None,
+        peak_spread=spread(peaks),
     )
 
 
@@ -148,23 +162,30 @@ def table(figures: list[Figure]) -> list[list[str]]:
     ]
     for f in figures:
         group = [g for g in figures if (g.rows, g.workload) == (f.rows, f.workload)]
-        latency = f"{f.latency:.2f} s" if f.latency is not None else "n/a (all early)"
+        latency = "n/a (all early)"
+        if f.latency is not None:
+            latency = f"{f.latency:.2f} s{_plus_minus(f, f.latency_spread)}"
         if f.early and f.latency is not None and f.latency_epochs is not None:
             latency += f" (over {f.latency_epochs} epoch{'s' if f.latency_epochs != 1 else ''})"
-        spread = f" ±{f.spread / 2:.0%}" if f.repeats > 1 else ""
         out.append(
             [
                 f"{f.rows:,}",
                 f.workload,
                 NAMES[f.tool],
-                f"{f.throughput:,.0f}{spread}",
+                f"{f.throughput:,.0f}{_plus_minus(f, f.spread)}",
                 f"{slower(f, group):.2f}",
                 latency,
-                f"{f.peak_mb:,.0f} MB",
+                f"{f.peak_mb:,.0f} MB{_plus_minus(f, f.peak_spread)}",
                 f.correctness(),
             ]
         )
     return out
+
+
+def _plus_minus(f: Figure, spread: float | None) -> str:
+    """`` ±x%``, half the spread of a figure over its repeats (nothing with one repeat, or a
+    spread its run did not keep)."""
+    return f" ±{spread / 2:.0%}" if f.repeats > 1 and spread is not None else ""
 
 
 def text_table(rows: list[list[str]]) -> str:

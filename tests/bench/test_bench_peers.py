@@ -144,3 +144,37 @@ def test_a_size_measured_again_on_its_own_keeps_the_other_sizes_of_the_same_plan
     assert "| 100 | sum | epochgate | 1,000 ±5% |" in text
     assert "| 1,000 | sum | epochgate | 3,000 ±5% |" in text
     assert "| 10 | sum |" not in text
+
+
+@pytest.mark.unit
+def test_every_figure_of_several_repeats_shows_its_spread(tmp_path: Path) -> None:
+    load("bench_peers")  # puts bench/ on the path
+    from peers.record import Run
+    from peers.report import figure, table
+
+    def run(seconds: float, latency: float, peak_mb: float) -> Run:
+        return Run(
+            tool="epochgate",
+            workload="sum",
+            rows=1000,
+            seconds=seconds,
+            closed_at={0: 0.0},
+            emitted_at={0: latency},
+            premature=[],
+            late_rows=0,
+            peak_rss=int(peak_mb * 1e6),
+            output="",
+        )
+
+    f = figure(100, [run(1.0, 0.2, 900.0), run(1.25, 0.4, 1000.0), run(0.8, 0.3, 1100.0)], [0])
+    assert f.throughput == 1000.0
+    assert f.latency == pytest.approx(0.3)
+    assert f.latency_spread == pytest.approx(0.2 / 0.3)
+    assert f.peak_mb == pytest.approx(1000.0)
+    assert f.peak_spread == pytest.approx(0.2)
+    row = table([f])[1]
+    assert row[3] == "1,000 ±22%"  # rows/s 800 to 1250: (1250 - 800) / 1000 / 2
+    assert row[5] == "0.30 s ±33%"
+    assert row[6] == "1,000 MB ±10%"
+    one = figure(100, [run(1.0, 0.2, 900.0)], [0])
+    assert table([one])[1][3:7] == ["1,000", "1.00", "0.20 s", "900 MB"]  # one repeat: none
