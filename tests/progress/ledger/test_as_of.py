@@ -92,13 +92,16 @@ def test_the_content_as_of_an_epoch_is_each_workers_latest_data(
 ) -> None:
     with tempfile.TemporaryDirectory() as home:
         ledger = Ledger(Path(home) / "ledger.duckdb")
-        ledger.register("dims", graph())
-        sent = play(ledger, plans)
-        for epoch in range(EPOCHS + 2):
-            found = ledger.messages_as_of("dims", "accounts", 0, epoch)
-            assert {m.attempt for m in found} == model(sent, epoch), epoch
-            assert all(m.path is not None and m.current for m in found)
-            assert [m.batch_id for m in found] == sorted(m.batch_id for m in found)
+        try:
+            ledger.register("dims", graph())
+            sent = play(ledger, plans)
+            for epoch in range(EPOCHS + 2):
+                found = ledger.messages_as_of("dims", "accounts", 0, epoch)
+                assert {m.attempt for m in found} == model(sent, epoch), epoch
+                assert all(m.path is not None and m.current for m in found)
+                assert [m.batch_id for m in found] == sorted(m.batch_id for m in found)
+        finally:
+            ledger.release()  # a lingering ledger lets its files go before they are removed
 
 
 def test_sealed_epochs_keep_the_table_and_an_empty_frame_clears_it(ledger: Ledger) -> None:
