@@ -53,11 +53,12 @@ from pyspark.sql import types as T
 from results_file import Report, chosen_size, figure_line, section, spread, write_section
 from scratch import scratch
 
-from pipelines import Runtime, capture_log
-from pipelines.dataflow import Pipeline
+from pipelines import Runtime
+from pipelines.capture import log as capture_log
 from pipelines.examples.bank import WORKERS, pipeline
 from pipelines.examples.bank_data import DemoData, generate
-from pipelines.spark import quiet, spark_session
+from pipelines.spark.session import quiet, spark_session
+from pipelines.stages.pipeline import Pipeline
 from progress.capture import DataFile, Event, Messages, Progress
 from progress.ledger import Ledger
 
@@ -302,7 +303,7 @@ def start_follower(capture: Path, home: Path) -> subprocess.Popen[bytes]:
     home.mkdir(parents=True)
     with (home / "follower.log").open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cli", *argv],
+            [sys.executable, "-m", "pipelines.cli.main", *argv],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -29,8 +29,8 @@ from pathlib import Path
 from results_file import chosen_size, figure_line, section, spread, write_section
 from scratch import scratch
 
-from pipelines import connect_server
 from pipelines.settings import HOME_ENV
+from pipelines.spark import connect_server
 
 BENCH = Path(__file__).resolve().parent
 SIZES = {"fast": 3, "full": 5}
@@ -38,7 +38,7 @@ SIZES = {"fast": 3, "full": 5}
 
 CHILD = """
 import sys
-from pipelines.spark import spark_session
+from pipelines.spark.session import spark_session
 spark = spark_session(sys.argv[1])
 assert spark.range(1).count() == 1
 print("counted", flush=True)

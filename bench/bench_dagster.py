@@ -67,12 +67,12 @@ from sensor_tick import dagster_instance, part_b
 from dagster_project.definitions import build_definitions
 from dagster_project.driver import DriveError, Driver
 from dagster_project.resources import LedgerResource, SparkResource
-from pipelines import connect_server
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, generate
 from pipelines.examples.sizes import positive
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from pipelines.settings import HOME_ENV
+from pipelines.spark import connect_server
 from progress.ledger import Ledger
 
 if TYPE_CHECKING:

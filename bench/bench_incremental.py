@@ -28,10 +28,10 @@ from pyspark.sql import types as T
 from results_file import chosen_size, figure_line, section, spread, write_section
 from scratch import scratch
 
-from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
-from pipelines.runtime import Runtime
-from pipelines.spark import quiet, spark_session
+from pipelines.run.runtime import Runtime
+from pipelines.spark.session import quiet, spark_session
+from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger
 
 MOVES = T.StructType(

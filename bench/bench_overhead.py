@@ -42,13 +42,13 @@ from pyspark.sql import DataFrame, SparkSession
 from results_file import about_this_run, write_section
 from scratch import scratch
 
-from pipelines import carry, iteration, sinks
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, generate
-from pipelines.runtime import Runtime
-from pipelines.spark import is_connect, quiet, spark_session
-from pipelines.storage import DataStore
-from pipelines.work import StageWork
+from pipelines.run import carry, iteration, sinks
+from pipelines.run.runtime import Runtime
+from pipelines.run.storage import DataStore
+from pipelines.run.work import StageWork
+from pipelines.spark.session import is_connect, quiet, spark_session
 from progress.ledger import Ledger
 
 BENCH = Path(__file__).resolve().parent

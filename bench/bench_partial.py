@@ -45,7 +45,7 @@ from scratch import scratch
 from pipelines import Pipeline, Runtime
 from pipelines.examples import bank
 from pipelines.results import RunResult
-from pipelines.spark import quiet, spark_session
+from pipelines.spark.session import quiet, spark_session
 from progress.ledger import Ledger
 
 MOVEMENTS = T.StructType(

@@ -93,7 +93,7 @@ def run_tool(tool: str, feed: Feed, home: Path, spark: SparkSession | None = Non
         from peers.spark_tools import run_epochgate, run_plain
 
         if spark is None:
-            from pipelines.spark import quiet, spark_session
+            from pipelines.spark.session import quiet, spark_session
 
             spark = spark_session()
             quiet(spark)

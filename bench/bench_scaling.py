@@ -40,11 +40,11 @@ from scaling import graphs, history
 from scaling.report import Point, growths, plot, section
 from scratch import scratch
 
-from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
 from pipelines.examples.bank_data import generate
-from pipelines.runtime import Runtime
-from pipelines.spark import quiet, spark_session
+from pipelines.run.runtime import Runtime
+from pipelines.spark.session import quiet, spark_session
+from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger
 
 BENCH = Path(__file__).resolve().parent

@@ -40,11 +40,11 @@ from dagster_project import dev_server
 from dagster_project.demo import INSTANCE_CONFIG
 from dagster_project.names import EPOCH_TAG
 from dagster_project.run_timeline import Timeline, run_timeline
-from pipelines import connect_server
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, generate
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from pipelines.settings import HOME_ENV
+from pipelines.spark import connect_server
 from progress.ledger import Ledger
 
 if TYPE_CHECKING:

@@ -38,8 +38,8 @@ from dagster_project.names import (
 from dagster_project.partitions import epoch_key, partitions_name
 from dagster_project.resources import LedgerResource, SparkResource
 from dagster_project.sensors import in_flight_stages, read_tick
-from pipelines.dataflow import Pipeline, Stage, Stream
-from pipelines.runtime import run_key
+from pipelines.run.runtime import run_key
+from pipelines.stages.pipeline import Pipeline, Stage, Stream
 from progress import Tracker
 from progress.ledger import Ledger, MessageEntry, MessageRef, Origin
 

@@ -41,9 +41,9 @@ from dagster_project.resources import (
     StateStoreResource,
     build_runtime,
 )
-from pipelines.dataflow import Pipeline, Stage
 from pipelines.errors import BackfillIncompleteError, PipelineError, StageNotReadyError
-from pipelines.runtime import RunResult, RunStatus, Runtime
+from pipelines.run.runtime import RunResult, RunStatus, Runtime
+from pipelines.stages.pipeline import Pipeline, Stage
 from progress import faults
 from progress.faults import FaultPoint
 from progress.ledger import Ledger

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from dagster_project.names import LEDGER_CHECK, stage_key
-from pipelines.dataflow import Pipeline
+from pipelines.stages.pipeline import Pipeline
 from progress import Time
 from progress.ledger import Ledger, VerifyReport
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import dagster as dg
 import pyarrow.parquet as pq
 
-from pipelines.file_inputs import SPARK_TYPE_OF_ARROW
+from pipelines.run.file_inputs import SPARK_TYPE_OF_ARROW
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

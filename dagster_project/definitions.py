@@ -23,12 +23,12 @@ from dagster_project.assets import source_specs, stage_asset_keys, stage_assets
 from dagster_project.epoch_clock import DEFAULT_INTERVAL as CLOCK_INTERVAL
 from dagster_project.epoch_clock import Now, epoch_clock_sensor, is_scheduled, utc_now
 from dagster_project.names import job_name
-from dagster_project.replays import has_replayed_sources, replay_sensor
+from dagster_project.replays import replay_sensor
 from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
 from dagster_project.sensors import DEFAULT_INTERVAL, frontier_sensor
 from dagster_project.upqueries import partial_stages, upquery_job, upquery_sensor
-from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
+from pipelines.stages.pipeline import Pipeline
 
 
 def pipeline_job(pipeline: Pipeline) -> dg.UnresolvedAssetJobDefinition:
@@ -90,7 +90,7 @@ def build_definitions(
                     default_status=sensor_status,
                 )
             )
-        if has_replayed_sources(pipeline):
+        if pipeline.replayed_sources():
             sensors.append(
                 replay_sensor(
                     pipeline,

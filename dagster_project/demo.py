@@ -40,7 +40,9 @@ from dagster_project.in_flight import IN_FLIGHT
 from dagster_project.names import job_name, upquery_job_name, upquery_sensor_name
 from dagster_project.partitions import partitions_name
 from dagster_project.resources import LedgerResource, SparkResource
-from pipelines import reports
+from pipelines.cli import reports
+from pipelines.cli.keyed import state_text
+from pipelines.cli.references import load
 from pipelines.errors import ReadPendingError
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, Oracle
@@ -56,11 +58,9 @@ from pipelines.examples.demo import (
     verify_outputs,
 )
 from pipelines.examples.sizes import add_size_options
-from pipelines.keyed_commands import state_text
-from pipelines.references import load
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from pipelines.settings import DAGSTER_DIR, DEMO_DIR, absolute, state_dir
-from pipelines.spark import master_url
+from pipelines.spark.session import master_url
 from progress import EpochgateError
 
 INSTANCE_DIR = DAGSTER_DIR

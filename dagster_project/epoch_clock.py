@@ -2,7 +2,7 @@
 
 Each tick adds a partition for every epoch the pipeline's clock has opened (only a sensor can add
 dynamic partitions; a schedule cannot) and applies each source's close rule through
-``pipelines.scheduling.close_epochs``: workers of time-based sources are advanced past every
+``pipelines.run.scheduling.close_epochs``: workers of time-based sources are advanced past every
 epoch whose end plus grace has passed, workers of marker-based sources past every epoch they
 delivered a done-marker for. The frontier sensor then runs what that made ready. The tick's
 message lists what it closed and what each worker still waits for.
@@ -19,9 +19,9 @@ from dagster_project.names import clock_sensor_name
 from dagster_project.partitions import epoch_key, epoch_partitions, partitions_name
 from dagster_project.resources import LedgerResource
 from dagster_project.sensors import pipeline_sensor
-from pipelines.clock import Explicit
-from pipelines.dataflow import Pipeline
-from pipelines.scheduling import close_epochs
+from pipelines.run.scheduling import close_epochs
+from pipelines.stages.clock import Explicit
+from pipelines.stages.pipeline import Pipeline
 
 DEFAULT_INTERVAL = 60
 """Seconds between ticks of the epoch clock sensor."""

@@ -13,7 +13,7 @@ from dagster_project.assets import stage_asset_keys
 from dagster_project.internals import BulkActionStatus
 from dagster_project.names import PARTITION_TAG, job_name
 from dagster_project.partitions import EpochKeyError, key_epoch
-from pipelines.dataflow import Pipeline
+from pipelines.stages.pipeline import Pipeline
 
 __all__ = ["IN_FLIGHT", "BulkActionStatus", "backfill_stages", "in_flight_stages"]
 

@@ -15,9 +15,9 @@ from typing import Any
 import dagster as dg
 
 from dagster_project.columns import parquet_table_schema
-from pipelines.dataflow import Pipeline, Stage
-from pipelines.lookup import StateInfo
-from pipelines.runtime import RunResult
+from pipelines.reads.lookup import StateInfo
+from pipelines.run.runtime import RunResult
+from pipelines.stages.pipeline import Pipeline, Stage
 from progress import Target, Time, Tracker
 from progress.ledger import Ledger, MessageRecord, MessageRef
 from progress.timestamp import time_metadata

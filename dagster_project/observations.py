@@ -21,7 +21,7 @@ import dagster as dg
 
 from dagster_project.names import stage_key
 from dagster_project.partitions import epoch_key
-from pipelines.dataflow import Pipeline
+from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger, MessageRecord
 
 DATA_VERSION_TAG = "dagster/data_version"

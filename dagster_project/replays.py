@@ -21,14 +21,9 @@ from dagster_project.resources import (
     build_runtime,
 )
 from dagster_project.sensors import DEFAULT_INTERVAL
-from pipelines.dataflow import Pipeline
-from pipelines.replay import replayed_sources
+from pipelines.stages.pipeline import Pipeline
 
-__all__ = ["has_replayed_sources", "replay_sensor"]
-
-
-def has_replayed_sources(pipeline: Pipeline) -> bool:
-    return bool(replayed_sources(list(pipeline.stages.values())))
+__all__ = ["replay_sensor"]
 
 
 def replay_sensor(

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from pipelines.capture_follower import follow
-from pipelines.dataflow import Pipeline
-from pipelines.runtime import Runtime
+from pipelines.capture.follower import follow
+from pipelines.run.runtime import Runtime
 from pipelines.settings import DATA_DIR, STATE_FILE, absolute, data_path, ledger_path, state_path
-from pipelines.spark import DEFAULT_MASTER, master_url, quiet, spark_session
+from pipelines.spark.session import DEFAULT_MASTER, master_url, quiet, spark_session
+from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger
 from progress.ledger.store import DEFAULT_LOCK_TIMEOUT
 from state_store import KeyedState

@@ -50,7 +50,7 @@ class WarmSpark:
         self.used = time.monotonic()
 
     def open(self) -> None:
-        from pipelines.spark import quiet_session
+        from pipelines.spark.session import quiet_session
 
         try:
             self.session = quiet_session()

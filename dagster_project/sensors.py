@@ -34,10 +34,11 @@ from dagster_project.names import (
 from dagster_project.observations import new_observations, read_sources
 from dagster_project.partitions import epoch_key, epoch_partitions, partitions_name
 from dagster_project.resources import LedgerResource
-from pipelines.clock import Explicit
-from pipelines.dataflow import Pipeline
-from pipelines.planning import chain, plan_work
-from pipelines.stages import SourceStage
+from pipelines.run.kinds import messages_read
+from pipelines.run.planning import chain, plan_work
+from pipelines.stages.clock import Explicit
+from pipelines.stages.kinds import SourceStage
+from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Hold, Ledger, StageStatus
 from progress.sentences import source_holds
 
@@ -190,7 +191,7 @@ def _digest(ledger: Ledger, pipeline: Pipeline, epoch: int, stages: Sequence[str
         (stage, upstream, m.attempt)
         for stage in stages
         for upstream in pipeline.stage(stage).inputs
-        for m in pipeline.stage(upstream).read_at(ledger, pipeline.name, epoch)
+        for m in messages_read(pipeline, ledger, upstream, epoch)
     )
     return hashlib.sha256(json.dumps(read).encode()).hexdigest()[:12]
 

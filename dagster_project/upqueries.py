@@ -1,13 +1,12 @@
 """The upquery sensor and job of a pipeline with partial stages: pending reads filled in Dagster.
 
 A read of a partial stage as of an epoch it has not processed is recorded in the ledger as a
-pending upquery (``pipelines.pending``). Each tick, the sensor ``{pipeline}_upqueries`` looks at
-every partial stage's pending reads: for a stage that has processed the epoch of some of them,
-it requests one run of the job ``{pipeline}_upquery``, tagged ``epochgate/upquery`` with the
-stage, under a run key naming exactly those reads (the same reads are requested once). The run
-looks their keys up, which fills their holes, and marks them filled; the next lookup of them is a
-hit. When no stage can be filled, the skip reason says what holds each epoch read.
-"""
+pending upquery (``pipelines.reads.pending``). Each tick, the sensor ``{pipeline}_upqueries`` looks
+at every partial stage's pending reads: for a stage that has processed the epoch of some of them, it
+requests one run of the job ``{pipeline}_upquery``, tagged ``epochgate/upquery`` with the stage,
+under a run key naming exactly those reads (the same reads are requested once). The run looks their
+keys up, which fills their holes, and marks them filled; the next lookup of them is a hit. When no
+stage can be filled, the skip reason says what holds each epoch read."""
 
 from __future__ import annotations
 
@@ -32,9 +31,9 @@ from dagster_project.resources import (
     build_runtime,
 )
 from dagster_project.sensors import DEFAULT_INTERVAL, pipeline_sensor
-from pipelines.dataflow import Pipeline
 from pipelines.errors import PipelineError
-from pipelines.pending import StageReads, decode_key
+from pipelines.reads.pending import StageReads, decode_key
+from pipelines.stages.pipeline import Pipeline
 
 __all__ = ["UpqueryConfig", "partial_stages", "upquery_job", "upquery_request", "upquery_sensor"]
 

@@ -1,83 +1,29 @@
-"""Pipelines on Spark: the stage API, the per-epoch runtime, scheduled epochs and the errors.
-
-What pipelines are written against:
+"""Pipelines on Spark with exact logical time: what a pipeline is written and run with.
 
     from pipelines import Pipeline, Runtime, spark_session
 
-``pipelines.testing`` helps test them; ``pipelines.examples`` holds the shipped examples.
+Everything else has one home: every error in ``pipelines.errors``, the stage kinds in
+``pipelines.stages``, the kit for testing your own pipelines in ``pipelines.testing`` and the
+shipped examples in ``pipelines.examples``.
 """
 
 from __future__ import annotations
 
-from pipelines.aggregate import AggregateStage
-from pipelines.clock import AfterEpochEnd, ClockError, CloseRule, DoneMarkers, EpochClock, Explicit
-from pipelines.dataflow import Pipeline, Stream
-from pipelines.errors import (
-    BackfillIncompleteError,
-    InputChangedError,
-    InputValidationError,
-    InvalidEpochError,
-    PipelineDefinitionError,
-    PipelineError,
-    RunFailedError,
-    StageFailedError,
-    StageNotReadyError,
-    StageWriteError,
-    StateReadError,
-)
-from pipelines.inputs import SourceInput
-from pipelines.lookup import Lookup, StateInfo
-from pipelines.partial import PartialState
-from pipelines.replay_source import ReplayStage
-from pipelines.runtime import RunResult, RunStatus, Runtime
-from pipelines.sinks import SinkPublishError
-from pipelines.spark import SparkUnavailableError, spark_session
-from pipelines.stages import (
-    DimensionStage,
-    FeedbackStage,
-    IterateStage,
-    JoinStage,
-    KeyedStage,
-    SinkStage,
-    SourceStage,
-    Stage,
-    StatefulStage,
-    TransformStage,
-    UnionStage,
-)
-from progress.errors import (
-    ClosedHandleError,
-    EpochgateError,
-    EpochNotReachedError,
-    InvalidInputTimeError,
-    LedgerFullError,
-    LedgerLockLostError,
-    LedgerMissingError,
-    LedgerStorageError,
-    LedgerUnwritableError,
-    TimeRegressionError,
-    WorkerError,
-    WorkerMovedError,
-)
+from pipelines.errors import EpochgateError, PipelineDefinitionError, PipelineError
+from pipelines.reads.lookup import Lookup, StateInfo
+from pipelines.results import RunResult, RunStatus
+from pipelines.run.runtime import Runtime
+from pipelines.spark.session import spark_session
+from pipelines.stages.clock import AfterEpochEnd, CloseRule, DoneMarkers, EpochClock, Explicit
+from pipelines.stages.partial import PartialState
+from pipelines.stages.pipeline import Pipeline, Stream
+from progress.ledger import Ledger
 
 __all__ = [
     # defining
     "Pipeline",
     "Stream",
-    "Stage",
-    "ReplayStage",
-    "SourceStage",
-    "DimensionStage",
-    "TransformStage",
-    "UnionStage",
-    "JoinStage",
-    "KeyedStage",
-    "StatefulStage",
-    "AggregateStage",
     "PartialState",
-    "IterateStage",
-    "FeedbackStage",
-    "SinkStage",
     # scheduled epochs
     "EpochClock",
     "CloseRule",
@@ -86,37 +32,14 @@ __all__ = [
     "DoneMarkers",
     # running
     "Runtime",
+    "Ledger",
+    "spark_session",
     "RunResult",
     "RunStatus",
-    "SourceInput",
     "Lookup",
     "StateInfo",
-    "spark_session",
-    # errors
+    # the roots of every error (each one is in pipelines.errors)
     "EpochgateError",
     "PipelineError",
     "PipelineDefinitionError",
-    "InputValidationError",
-    "InputChangedError",
-    "InvalidEpochError",
-    "StageNotReadyError",
-    "StageFailedError",
-    "StageWriteError",
-    "StateReadError",
-    "RunFailedError",
-    "BackfillIncompleteError",
-    "SinkPublishError",
-    "WorkerError",
-    "TimeRegressionError",
-    "ClosedHandleError",
-    "InvalidInputTimeError",
-    "WorkerMovedError",
-    "EpochNotReachedError",
-    "ClockError",
-    "SparkUnavailableError",
-    "LedgerStorageError",
-    "LedgerFullError",
-    "LedgerUnwritableError",
-    "LedgerMissingError",
-    "LedgerLockLostError",
 ]

@@ -1,14 +1,108 @@
-"""Errors of pipelines: definitions, input validation, stage runs. All derive from the root."""
+"""Every error epochgate raises on purpose, in one hierarchy under ``EpochgateError``.
+
+Those of pipelines (definitions, input validation, stage runs, reads, sinks, clocks, engines,
+the command line) are defined here; those of the progress core, the ledger, captured streams
+and the state store are defined with them and named here too, so that a caller catches any of
+them from ``pipelines.errors``.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from pipelines.results import RunResult
 from progress import Time
+from progress.capture import StreamError
 from progress.disk import DiskFailure
-from progress.errors import EpochgateError
+from progress.errors import (
+    CaptureError,
+    ClosedHandleError,
+    CycleError,
+    DatabaseFileError,
+    EpochgateError,
+    EpochNotReachedError,
+    FaultSpecError,
+    ForeignLocationError,
+    GraphChangeError,
+    GraphError,
+    InvalidInputTimeError,
+    InvalidTimeError,
+    LedgerError,
+    LedgerFullError,
+    LedgerLockLostError,
+    LedgerLockTimeoutError,
+    LedgerMissingError,
+    LedgerSchemaError,
+    LedgerStorageError,
+    LedgerUnwritableError,
+    ProgressError,
+    StateStoreError,
+    TimeRegressionError,
+    UnknownNodeError,
+    UnregisteredPipelineError,
+    WorkerError,
+    WorkerMovedError,
+    WorkerTimeError,
+)
+
+__all__ = [
+    "EpochgateError",
+    # pipelines: definitions, inputs, runs, reads
+    "PipelineError",
+    "PipelineDefinitionError",
+    "InputValidationError",
+    "InputChangedError",
+    "InvalidEpochError",
+    "StageNotReadyError",
+    "ReadPendingError",
+    "StateReadError",
+    "StageFailedError",
+    "StageWriteError",
+    "BackfillIncompleteError",
+    "RunFailedError",
+    "SinkPublishError",
+    "ClockError",
+    # engines and the command line
+    "SparkUnavailableError",
+    "ConnectServerError",
+    "UsageError",
+    "PipelineChoiceError",
+    "PipelineReferenceError",
+    # input workers
+    "WorkerError",
+    "WorkerTimeError",
+    "TimeRegressionError",
+    "InvalidInputTimeError",
+    "ClosedHandleError",
+    "WorkerMovedError",
+    "EpochNotReachedError",
+    # the progress core
+    "ProgressError",
+    "InvalidTimeError",
+    "GraphError",
+    "CycleError",
+    "UnknownNodeError",
+    # the ledger
+    "LedgerError",
+    "LedgerLockTimeoutError",
+    "LedgerLockLostError",
+    "LedgerSchemaError",
+    "LedgerStorageError",
+    "LedgerFullError",
+    "LedgerUnwritableError",
+    "LedgerMissingError",
+    "DatabaseFileError",
+    "UnregisteredPipelineError",
+    "GraphChangeError",
+    "ForeignLocationError",
+    "FaultSpecError",
+    # captures and state
+    "CaptureError",
+    "StreamError",
+    "StateStoreError",
+]
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b")
 
@@ -225,3 +319,71 @@ class RunFailedError(PipelineError):
         ]
         lines += [f"  {failure}" for failure in self.failures]
         super().__init__("\n".join(lines))
+
+
+class SinkPublishError(PipelineError):
+    """A committed sink epoch that could not be published to its path (a permission, a full
+    disk, its committed files gone). The commit stands; the next ``run()`` tries again."""
+
+    def __init__(self, pipeline: str, stage: str, epoch: Time, path: Path, reason: str) -> None:
+        self.pipeline = pipeline
+        self.stage = stage
+        self.epoch = epoch
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"pipeline {pipeline!r}, sink {stage!r}, epoch {epoch}: cannot publish to {path}: "
+            f"{reason}; the epoch is committed, and the next run() publishes it"
+        )
+
+
+class ClockError(PipelineError):
+    """An epoch clock or close rule that cannot work, or a time it cannot place."""
+
+
+class UsageError(EpochgateError):
+    """A command line that names something that does not exist."""
+
+
+class PipelineChoiceError(EpochgateError):
+    """A command that cannot tell which pipeline it is about: none or several are registered
+    and no ``-p`` says which, or ``-p`` names nothing registered or loadable."""
+
+    def __init__(
+        self, given: str | None, ledger: Path, registered: Sequence[str], reason: str
+    ) -> None:
+        self.given = given
+        self.ledger = ledger
+        self.registered = tuple(registered)
+        self.reason = reason
+        super().__init__(reason)
+
+
+class PipelineReferenceError(EpochgateError):
+    """A reference that loads no pipeline: not an example, a module or attribute that cannot
+    be imported, or something that is not a Pipeline."""
+
+    def __init__(self, reference: str, reason: str) -> None:
+        self.reference = reference
+        self.reason = reason
+        super().__init__(f"cannot load pipeline {reference!r}: {reason}")
+
+
+class ConnectServerError(EpochgateError):
+    """A Spark Connect server that could not be started, reached or stopped."""
+
+    def __init__(self, port: int, reason: str, *, log: Path | None = None) -> None:
+        self.port = port
+        self.reason = reason
+        self.log = log
+        where = f"; its log is {log}" if log else ""
+        super().__init__(f"Spark Connect server on port {port}: {reason}{where}")
+
+
+class SparkUnavailableError(EpochgateError):
+    """A Spark session that cannot be had: no server at a Connect URL, or no Connect client."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"cannot use Spark at {url}: {reason}")

@@ -24,11 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines.dataflow import Pipeline
 from pipelines.errors import PipelineError
-from pipelines.replay_source import ReplayStage
-from pipelines.runtime import Runtime
-from pipelines.stages import SourceStage
+from pipelines.run.runtime import Runtime
+from pipelines.stages.kinds import Feed, SourceStage
+from pipelines.stages.pipeline import Pipeline
 from progress.ledger import CommitResult, Ledger
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def throwaway_runtime(
 ) -> Iterator[Runtime]:
     """A ``Runtime`` of ``pipeline`` on a fresh ledger, data directory and state store under
     ``home`` (default: a temporary directory, removed afterwards; a given ``home`` is kept)."""
-    from pipelines.spark import spark_session
+    from pipelines.spark.session import spark_session
 
     root = home if home is not None else Path(tempfile.mkdtemp(prefix="epochgate-test-"))
     ledger = Ledger(root / "ledger.duckdb")
@@ -118,7 +117,8 @@ def close_sources(runtime: Runtime) -> None:
     """Close every worker of every source that is still open: nothing more will come (a
     replayed source's workers close when their captures say so)."""
     for stage in runtime.pipeline.stages.values():
-        if isinstance(stage, SourceStage) and not isinstance(stage, ReplayStage):
+        if stage.fed_by is Feed.SEND:
+            assert isinstance(stage, SourceStage)
             for worker in range(stage.workers):
                 handle = runtime.input(stage.name, worker)
                 if handle.epoch is not None:

@@ -13,7 +13,7 @@ A ``Revision`` replaces the messages of a time the stream has already released (
 of a re-delivered file): it needs a message there before it and no positive count at or below
 it. ``StreamChecker`` applies the rules event by event and keeps the stream's counts, so a
 replay can check a whole stream before it commits any of it. Pure: no I/O here; the log that
-stores these events is ``pipelines.capture_log``.
+stores these events is ``pipelines.capture.log``.
 """
 
 from __future__ import annotations
@@ -190,9 +190,20 @@ class StreamChecker:
 
 
 def replayed_frontier(streams: Sequence[StreamChecker]) -> Antichain[int]:
+    """The frontier of several streams fed into one place (see ``least_frontier``)."""
+    return least_frontier(checker.frontier for checker in streams)
+
+
+def least_frontier(frontiers: Iterable[Iterable[int]]) -> Antichain[int]:
     """The frontier of several streams fed into one place: the least of their frontiers (an
-    epoch passes only after every stream has released it)."""
+    epoch passes only after every stream has released it; a done stream holds nothing).
+
+    >>> least_frontier([[4], [], [2]]).elements
+    (2,)
+    >>> least_frontier([[], []]).elements
+    ()
+    """
     out: Antichain[int] = Antichain()
-    for checker in streams:
-        out.extend(checker.frontier)
+    for frontier in frontiers:
+        out.extend(frontier)
     return out

@@ -326,6 +326,10 @@ class ForeignLocationError(LedgerError):
         )
 
 
+class StateStoreError(EpochgateError):
+    """A state store request that cannot be served."""
+
+
 class CaptureError(LedgerError):
     """A capture that cannot start, stop or be found: names the pipeline, the stage (when
     known) and the capture directory."""

@@ -3,7 +3,8 @@ their present keys and the fills and evictions of keys."""
 
 from __future__ import annotations
 
-from state_store.keyed import KeyedState, StateStoreError
+from progress.errors import StateStoreError
+from state_store.keyed import KeyedState
 from state_store.partial import Key, PartialKeys, StateCounts, StateRead
 
 __all__ = ["Key", "KeyedState", "PartialKeys", "StateCounts", "StateRead", "StateStoreError"]

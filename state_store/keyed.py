@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from progress.errors import EpochgateError, LedgerLockTimeoutError
+from progress.errors import LedgerLockTimeoutError, StateStoreError
 from progress.ledger.engine import AttachedFile
 from progress.ledger.lock import LedgerLock
 
@@ -39,10 +39,6 @@ PutOff = tuple[
 """Counters and read marks that reads put off: per stage, and per stage and key columns."""
 WRITER_TIMEOUT = 6 * 3600.0
 """Seconds a run of a stateful stage waits for another process's run of the same stage."""
-
-
-class StateStoreError(EpochgateError):
-    """A state store request that cannot be served."""
 
 
 def parquet(files: str) -> str:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    from pipelines.spark import spark_session
+    from pipelines.spark.session import spark_session
 
     session = spark_session(
         "local[2]", {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}

@@ -9,6 +9,7 @@ that ``progress`` loads no engine at run time.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -32,6 +33,10 @@ class Import:
     module: str
     names: tuple[str, ...]
     line: int
+    eager: bool = True
+    """Run when the module is imported: at module level and not under ``if TYPE_CHECKING:``."""
+    typing: bool = False
+    """Under ``if TYPE_CHECKING:``: read by the type checker only."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +57,43 @@ def _name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _type_checking(tree: ast.AST) -> set[int]:
+    """The ids of the import statements under ``if TYPE_CHECKING:``."""
+    return {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+        if isinstance(inner, ast.Import | ast.ImportFrom)
+    }
+
+
+def _eager(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a module's body that run when it is imported (through ``if`` and
+    ``try`` blocks, but not ``if TYPE_CHECKING:``)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            if not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
+                yield from _eager(node.body)
+            yield from _eager(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody):
+                yield from _eager(block)
+            for handler in node.handlers:
+                yield from _eager(handler.body)
+
+
 def _imports(tree: ast.AST, name: str, is_package: bool) -> Iterator[Import]:
+    eager = {id(n) for n in _eager(tree.body)} if isinstance(tree, ast.Module) else set()
+    typing = _type_checking(tree)
     for node in ast.walk(tree):  # every node: module level, functions, TYPE_CHECKING blocks
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield Import(alias.name, (), node.lineno)
+                yield Import(alias.name, (), node.lineno, id(node) in eager, id(node) in typing)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -64,7 +101,8 @@ def _imports(tree: ast.AST, name: str, is_package: bool) -> Iterator[Import]:
                 keep = len(parts) - node.level + (1 if is_package else 0)
                 base = ".".join([*parts[:keep], *([base] if base else [])])
             if base != "__future__":
-                yield Import(base, tuple(a.name for a in node.names), node.lineno)
+                names = tuple(a.name for a in node.names)
+                yield Import(base, names, node.lineno, id(node) in eager, id(node) in typing)
 
 
 @cache
@@ -206,11 +244,11 @@ def test_lazy_and_type_checking_imports_count() -> None:
         "from .ledger import store\n"
     )
     found = _imports(ast.parse(source), "progress.tracker", is_package=False)
-    assert sorted((i.module, i.names) for i in found) == [
-        ("progress", ("handles",)),
-        ("progress.graph", ("Graph",)),
-        ("progress.ledger", ("store",)),
-        ("typing", ("TYPE_CHECKING",)),
+    assert sorted((i.module, i.names, i.eager, i.typing) for i in found) == [
+        ("progress", ("handles",), False, False),
+        ("progress.graph", ("Graph",), False, True),
+        ("progress.ledger", ("store",), True, False),
+        ("typing", ("TYPE_CHECKING",), True, False),
     ]
 
 
@@ -257,3 +295,170 @@ def private_dagster_importers() -> dict[str, list[str]]:
 def test_private_dagster_modules_are_imported_in_one_module_at_most() -> None:
     found = private_dagster_importers()
     assert len(found) <= 1, f"Dagster's private modules imported in several modules: {found}"
+
+
+# -- (e) definitions import nothing that runs ---------------------------------------------------
+
+DEFINITIONS = "pipelines.stages"
+EXECUTION = (
+    "pipelines.run",
+    "pipelines.reads",
+    "pipelines.capture",
+    "pipelines.spark",
+    "pipelines.cli",
+    "pipelines.examples",
+    "pipelines.testing",
+    "progress.ledger",
+    "state_store",
+)
+ENGINE_LIBRARIES = ("pyspark", "dagster", "duckdb", "pyarrow")
+DOORS = {"pipelines.spark._internals"}
+"""Modules under EXECUTION that definitions may import: they load nothing at module level."""
+LAZY_REACHES = {
+    ("pipelines.stages.pipeline", "pipelines.capture.sources"): (
+        "Pipeline.replay reads the captures' headers for the replayed source's columns, so a "
+        "missing or foreign directory is refused where it is named"
+    ),
+}
+"""Imports inside a definition's function that reach execution, each with its reason."""
+
+
+def _inside(module: str, packages: tuple[str, ...] | str) -> bool:
+    packages = (packages,) if isinstance(packages, str) else packages
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _targets(imp: Import) -> list[str]:
+    return [imp.module] + [f"{imp.module}.{n}" for n in imp.names]
+
+
+def execution_reaches(found: dict[str, Module]) -> list[str]:
+    """What definitions import that runs: eager imports of execution or of an engine library,
+    followed through the project modules they load; lazy ones outside ``LAZY_REACHES``."""
+    problems: list[str] = []
+    for m in found.values():
+        if not _inside(m.name, DEFINITIONS):
+            continue
+        for imp in m.imports:
+            if imp.typing:
+                continue
+            targets = [t for t in _targets(imp) if not _inside(t, tuple(DOORS))]
+            reaches = any(_inside(t, EXECUTION) for t in targets)
+            if imp.eager and (reaches or imp.module.split(".")[0] in ENGINE_LIBRARIES):
+                problems.append(f"{m.name}:{imp.line} imports {imp.module} when imported")
+            elif not imp.eager and reaches:
+                known = _resolve(imp.module, found) or imp.module
+                if (m.name, known) not in LAZY_REACHES:
+                    problems.append(f"{m.name}:{imp.line} reaches {imp.module} (lazily)")
+    eager_graph = {
+        name: {
+            t
+            for imp in mod.imports
+            if imp.eager
+            for t in (_resolve(x, found) for x in _targets(imp))
+            if t is not None and t != name
+        }
+        for name, mod in found.items()
+    }
+    for start in (n for n in found if _inside(n, DEFINITIONS)):
+        seen, queue = {start}, [start]
+        while queue:
+            for nxt in sorted(eager_graph[queue.pop()] - seen):
+                seen.add(nxt)
+                queue.append(nxt)
+                if _inside(nxt, EXECUTION) and nxt not in DOORS:
+                    problems.append(f"{start} loads {nxt} when imported")
+    return sorted(set(problems))
+
+
+def test_definitions_import_nothing_that_runs() -> None:
+    found = execution_reaches(modules())
+    assert not found, "definitions reach execution:\n" + "\n".join(found)
+
+
+def test_the_definitions_check_finds_a_reach() -> None:
+    def module(name: str, *imports: Import) -> Module:
+        return Module(name, ROOT / "x.py", imports)
+
+    planted = {
+        "pipelines.stages.kinds": module(
+            "pipelines.stages.kinds", Import("pipelines.errors", ("E",), 1)
+        ),
+        "pipelines.errors": module("pipelines.errors", Import("pipelines.run.work", ("W",), 2)),
+        "pipelines.run.work": module("pipelines.run.work"),
+        "pipelines.stages.clock": module(
+            "pipelines.stages.clock", Import("pipelines.reads.lookup", ("L",), 3, eager=False)
+        ),
+        "pipelines.reads.lookup": module("pipelines.reads.lookup"),
+    }
+    assert execution_reaches(planted) == [
+        "pipelines.stages.clock:3 reaches pipelines.reads.lookup (lazily)",
+        "pipelines.stages.kinds loads pipelines.run.work when imported",
+    ]
+
+
+# -- (f) PySpark's internals, in one place ------------------------------------------------------
+
+PUBLIC_PYSPARK = {"pyspark.sql", "pyspark.sql.types", "pyspark.sql.functions"}
+INTERNALS = "pipelines.spark._internals"
+
+
+def _constants(tree: ast.AST) -> Iterator[ast.Constant]:
+    """The string constants of a module that are not docstrings."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
+            yield node
+
+
+def pyspark_internal_reaches(name: str, tree: ast.AST, imports: tuple[Import, ...]) -> list[str]:
+    """A module's reaches into PySpark's internals: an import of a module outside its public
+    API, a dotted ``pyspark.`` name in a string (a module-name check, a logger's name), the
+    wheel's ``sbin`` scripts."""
+    found = [
+        f"{name}:{imp.line} imports {imp.module}"
+        for imp in imports
+        if imp.module.split(".")[0] == "pyspark" and imp.module not in PUBLIC_PYSPARK
+    ]
+    for node in _constants(tree):
+        text = str(node.value)
+        if re.fullmatch(r"pyspark(\.\w+)+", text) or text == "sbin" or "sbin/" in text:
+            found.append(f"{name}:{node.lineno} names {text!r}")
+    return found
+
+
+def test_pyspark_internals_are_reached_from_one_module() -> None:
+    found = [
+        reach
+        for m in modules().values()
+        if m.name != INTERNALS
+        for reach in pyspark_internal_reaches(m.name, ast.parse(m.path.read_text()), m.imports)
+    ]
+    assert not found, f"reaches into PySpark's internals outside {INTERNALS}:\n" + "\n".join(found)
+
+
+def test_the_internals_check_finds_a_reach() -> None:
+    source = (
+        "from pyspark.sql.connect.utils import check_dependencies\n"
+        "from pyspark.sql import functions as F\n"
+        "def f(s):\n"
+        '    """Mentions pyspark.sql.connect in its docstring, which is fine."""\n'
+        '    return type(s).__module__.startswith("pyspark.sql.connect")\n'
+    )
+    tree = ast.parse(source)
+    imports = tuple(_imports(tree, "pipelines.x", is_package=False))
+    assert pyspark_internal_reaches("pipelines.x", tree, imports) == [
+        "pipelines.x:1 imports pyspark.sql.connect.utils",
+        "pipelines.x:5 names 'pyspark.sql.connect'",
+    ]

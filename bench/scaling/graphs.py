@@ -21,8 +21,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.dataflow import Pipeline
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
+from pipelines.stages.pipeline import Pipeline
 
 EVENTS = T.StructType(
     [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipelines.dataflow import Pipeline
+from pipelines.stages.pipeline import Pipeline
 
 
 def _bank() -> Pipeline:

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from pipelines.dataflow import Pipeline
+from pipelines.stages.pipeline import Pipeline
 
 CARD_PAYMENTS = T.StructType(
     [

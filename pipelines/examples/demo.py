@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines import reports
+from pipelines.cli import reports
+from pipelines.cli.references import load
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, DemoData, Oracle, generate
-from pipelines.iteration import describe_round
-from pipelines.lookup import Lookup
-from pipelines.references import load
-from pipelines.runtime import RunResult, Runtime
-from pipelines.spark import quiet, spark_session
+from pipelines.reads.lookup import Lookup
+from pipelines.run.iteration import describe_round
+from pipelines.run.runtime import RunResult, Runtime
+from pipelines.spark.session import quiet, spark_session
 from progress.ledger import Ledger
 
 if TYPE_CHECKING:

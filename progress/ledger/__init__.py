@@ -21,10 +21,10 @@ from progress.ledger.records import (
     RunRecord,
     StageStatus,
     VerifyReport,
-    scope_name,
 )
 from progress.ledger.schema import VERSION as SCHEMA_VERSION
 from progress.ledger.store import DEFAULT_PATH, Ledger
+from progress.scope import scope_name
 
 __all__ = [
     "DEFAULT_PATH",

@@ -11,15 +11,6 @@ from progress.timestamp import Time
 from progress.tracker import Blocker
 
 
-def scope_name(pipeline: str, stage: str) -> str:
-    """The ledger name of an iterative stage's scope, whose times are ``Product(epoch, round)``.
-
-    >>> scope_name("bank", "rings")
-    'bank.rings'
-    """
-    return f"{pipeline}.{stage}"
-
-
 @dataclass(frozen=True)
 class Registration:
     """A registered pipeline, and where its code is: an example name or ``module:attribute``

@@ -25,7 +25,7 @@ FIGURES = (
 
 
 class Server:
-    """Stands in for ``pipelines.connect_server``: records what was started and stopped."""
+    """Stands in for ``pipelines.spark.connect_server``: records what was started and stopped."""
 
     def __init__(self) -> None:
         self.started: list[int] = []

@@ -13,7 +13,7 @@ from dagster_project.definitions import build_definitions
 from dagster_project.resources import LedgerResource, SparkResource
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, generate
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from tests.dagster_project.driver import Driver
 
 HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)

@@ -26,11 +26,11 @@ from pyspark.sql import SparkSession
 
 from dagster_project.demo import instance_home
 from dagster_project.partitions import epoch_key
-from pipelines import connect_server
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
 from pipelines.examples.demo import verify_outputs
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
+from pipelines.spark import connect_server
 from progress.ledger import Ledger
 from tests.dagster_project.dagster_dev import (
     DagsterDev,

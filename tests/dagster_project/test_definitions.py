@@ -11,11 +11,11 @@ from pyspark.sql import types as T
 from dagster_project.definitions import build_definitions, daemon_interval
 from dagster_project.names import LEDGER_CHECK, check_key, stage_key
 from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
-from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
 from pipelines.settings import DATA_ENV, HOME_ENV, LEDGER_ENV, Settings
-from pipelines.spark import SPARK_ENV
-from tests.pipelines.shop import shop
+from pipelines.spark.session import SPARK_ENV
+from pipelines.stages.pipeline import Pipeline
+from tests.fixtures.shop import shop
 
 pytestmark = pytest.mark.dagster
 

@@ -12,7 +12,7 @@ from dagster_project.definitions import build_definitions
 from dagster_project.names import stage_key
 from dagster_project.resources import LedgerResource
 from dagster_project.sensors import read_tick
-from pipelines.dataflow import Pipeline
+from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger, MessageEntry, Origin, RunKind
 
 pytestmark = pytest.mark.dagster

@@ -16,9 +16,9 @@ from dagster_project.definitions import build_definitions
 from dagster_project.names import clock_sensor_name
 from dagster_project.partitions import epoch_key, partitions_name
 from dagster_project.resources import LedgerResource, SparkResource
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from tests.dagster_project.driver import Driver, skip_text
-from tests.pipelines.feeds import GRACE, SOURCES, at, feeds, mark, write_input
+from tests.fixtures.feeds import GRACE, SOURCES, at, feeds, mark, write_input
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 

@@ -31,7 +31,7 @@ from dagster_project.run_timeline import IN_PROCESS, run_timeline
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
 from pipelines.examples.demo import verify_outputs
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from progress.ledger import Ledger
 from tests.dagster_project.dagster_dev import (
     DagsterDev,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.planning import plan_work
+from pipelines.run.planning import plan_work
 from progress import Time
 from progress.ledger import StageStatus
 

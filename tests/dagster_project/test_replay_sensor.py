@@ -13,11 +13,11 @@ from pyspark.sql import SparkSession
 from dagster_project.definitions import build_definitions
 from dagster_project.names import replay_sensor_name
 from dagster_project.resources import LedgerResource, SparkResource
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from pipelines.testing import rows_of
 from tests.dagster_project.driver import Driver
-from tests.pipelines.handmade_captures import Capture, advance, done, epochs, stream_rows
-from tests.pipelines.test_replay import oracle, replayed
+from tests.fixtures.handmade_captures import Capture, advance, done, epochs, stream_rows
+from tests.pipelines.capture.test_replay import oracle, replayed
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 

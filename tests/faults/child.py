@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from pipelines.spark import quiet, spark_session
+from pipelines.spark.session import quiet, spark_session
 from tests.faults.scenario import Home
 
 CONF = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}

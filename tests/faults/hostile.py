@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
 from pipelines import Pipeline
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from tests.faults import invariants
 
 MOVES = T.StructType(

@@ -26,12 +26,13 @@ from typing import Any
 
 import duckdb
 
-from pipelines import capture_log
+from pipelines.capture import log as capture_log
 from pipelines.examples.bank_data import ORACLE_SQL, Oracle
-from pipelines.runtime import Runtime
+from pipelines.run.kinds import messages_read
+from pipelines.run.runtime import Runtime
 from progress import less_equal
 from tests.faults.scenario import CAPTURED, Home
-from tests.pipelines.captures import rows_at
+from tests.fixtures.captures import rows_at
 
 Row = tuple[Any, ...]
 Frontiers = dict[str, tuple[Any, ...]]
@@ -112,11 +113,7 @@ def check_frontiers(tally: Tally, before: Frontiers, after: Frontiers) -> None:
 
 def committed_rows(rt: Runtime, stage: str, epoch: int, columns: Sequence[str]) -> list[Row]:
     """The rows a reader of ``stage`` at ``epoch`` sees, read with DuckDB through the ledger."""
-    paths = [
-        m.path
-        for m in rt.pipeline.stage(stage).read_at(rt.ledger, rt.pipeline.name, epoch)
-        if m.path
-    ]
+    paths = [m.path for m in messages_read(rt.pipeline, rt.ledger, stage, epoch) if m.path]
     return parquet_rows([f"{p}/*.parquet" for p in paths], columns)
 
 

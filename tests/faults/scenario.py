@@ -19,10 +19,10 @@ from typing import Any
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines.dataflow import Pipeline
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
+from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger
 
 SINK_PATH = "exports/category_totals"

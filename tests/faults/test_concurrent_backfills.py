@@ -33,10 +33,10 @@ from dagster_project.demo import instance_home
 from dagster_project.internals import WorkerStatus
 from dagster_project.names import WORKER_TAG
 from dagster_project.partitions import epoch_key
-from pipelines import connect_server
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
+from pipelines.spark import connect_server
 from progress.ledger import Ledger
 from tests.dagster_project.dagster_dev import DagsterDev, group_members, launch, stop
 from tests.dagster_project.dagster_dev import wait_until_serving as dev_serving

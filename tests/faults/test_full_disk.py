@@ -14,8 +14,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.errors import RunFailedError, StageWriteError
-from pipelines.executor import Admitted
-from pipelines.runtime import Runtime
+from pipelines.run.executor import Admitted
+from pipelines.run.runtime import Runtime
 from progress.errors import EpochgateError, LedgerFullError
 from progress.ledger import Ledger
 from tests.faults import invariants

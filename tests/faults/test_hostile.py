@@ -22,16 +22,15 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines import (
+from pipelines import Pipeline, PipelineDefinitionError
+from pipelines.cli.main import main
+from pipelines.errors import (
     InputChangedError,
     InputValidationError,
     InvalidEpochError,
-    Pipeline,
-    PipelineDefinitionError,
     StateReadError,
 )
-from pipelines.cli import main
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from pipelines.testing import throwaway_runtime
 from progress.errors import EpochgateError, InvalidInputTimeError
 from tests.faults import hostile

@@ -18,7 +18,7 @@ from dagster_project.definitions import build_definitions
 from dagster_project.names import job_name, upquery_job_name, upquery_op_name
 from dagster_project.partitions import epoch_key, partitions_name
 from dagster_project.resources import LedgerResource, SparkResource
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from tests.faults import hostile
 from tests.faults.hostile import ROWS, check_nothing_committed, committed
 from tests.faults.invariants import Tally

@@ -3,8 +3,8 @@
 or empty. Each is refused with an ``EpochgateError`` naming the stream, the event and the rule
 (or the file and the column) and nothing of it is committed; a stream whose rows hold quotes,
 SQL, ``..`` and unicode replays exactly. No Spark: feeding a replayed source needs none.
-(Protocol breaks, flipped bytes and truncated logs: ``tests/pipelines/test_replay_refusals.py``.)
-"""
+(Protocol breaks, flipped bytes and truncated logs:
+``tests/pipelines/capture/test_replay_refusals.py``.)"""
 
 from __future__ import annotations
 
@@ -18,16 +18,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import InputValidationError, capture_log
-from pipelines.dataflow import Pipeline
-from pipelines.runtime import Runtime
+from pipelines.capture import log as capture_log
+from pipelines.errors import InputValidationError
+from pipelines.run.runtime import Runtime
+from pipelines.stages.pipeline import Pipeline
 from progress.capture import DataFile, Messages, Rule, StreamError
 from progress.errors import EpochgateError
 from progress.ledger import Ledger
 from tests.faults import invariants
 from tests.faults.hostile import NAMES, check_nothing_committed, committed
 from tests.faults.recorder import Recorder
-from tests.pipelines.handmade_captures import Capture, advance
+from tests.fixtures.handmade_captures import Capture, advance
 
 pytestmark = [pytest.mark.faults, pytest.mark.ledger]
 

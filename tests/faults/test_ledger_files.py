@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.executor import Admitted, Worked
-from pipelines.runtime import Runtime
+from pipelines.run.executor import Admitted, Worked
+from pipelines.run.runtime import Runtime
 from progress.errors import (
     EpochgateError,
     LedgerLockLostError,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from progress.faults import FaultPoint
 from tests.faults import invariants
 from tests.faults.child import dagster_run

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.runtime import Runtime
+from pipelines.run.runtime import Runtime
 from progress.faults import FaultPoint
 from tests.faults import invariants
 from tests.faults.kills import Outcome, run_child

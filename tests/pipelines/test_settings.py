@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import connect_server
-from pipelines.cli import main
+from pipelines.cli.main import main
 from pipelines.settings import (
     DATA_ENV,
     HOME_ENV,
@@ -18,6 +17,7 @@ from pipelines.settings import (
     ledger_path,
     state_dir,
 )
+from pipelines.spark import connect_server
 
 pytestmark = pytest.mark.unit
 

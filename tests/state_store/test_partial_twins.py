@@ -1,6 +1,6 @@
 """The state store's partial materializations read the same as a full one, over many random
 epochs, reads (as of any done epoch), evictions and budgets, with no Spark: the twin of
-``tests/pipelines/test_partial_twins.py`` that can afford many examples.
+``tests/pipelines/reads/test_partial_twins.py`` that can afford many examples.
 
 Both twins are ``KeyedState`` tables of one file, written as the stateful carry writes them: each
 epoch a fold (the balance and net rows of each account it moved) staged and committed per

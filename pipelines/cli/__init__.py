@@ -1,0 +1,1 @@
+"""The ``epochgate`` command line, one module per command group."""

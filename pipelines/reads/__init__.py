@@ -1,0 +1,1 @@
+"""Reads of keyed state: lookups, upqueries, pending reads and key scans."""

@@ -1,0 +1,2 @@
+"""Running pipelines: the scheduler, one stage run, the carry, planning, revisions, inputs,
+storage, sink publishing and results."""

@@ -1,0 +1,276 @@
+"""Source inputs: one worker's handle on a source, backed by the ledger and the data plane.
+
+``send`` validates data against the source's schema (types by column name, no missing or extra
+column, no null key) for the epoch the worker is at, read once (a file from a private copy
+taken first: ``pipelines.run.snapshot``; one rewritten during the copy raises
+``InputChangedError``), writes it to a fresh attempt directory and commits the message at that
+epoch; any failure raises ``InputValidationError`` naming the pipeline, source, worker,
+epoch, file and column, and nothing is committed. When
+another process moved the worker in between, the ledger refuses the message
+(``WorkerMovedError``) and the attempt directory is removed. ``advance_to`` seals every epoch
+passed (an empty message where this worker sent nothing), so each stage runs each epoch once.
+``correct`` replaces what the worker sent at an epoch it has reached, validated like ``send``:
+a revision, whose stale outputs ``Runtime.run()`` re-runs.
+
+The rules of moving are the input handle's (``progress.handles.InputHandle``), for every
+caller: advancing to the epoch the worker is at does nothing, below it raises
+``TimeRegressionError``; closing twice does nothing; sending or advancing after close raises
+``ClosedHandleError``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from functools import reduce
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import pyarrow as pa
+
+from pipelines.errors import InputValidationError, first_line
+from pipelines.run.file_inputs import check_file
+from pipelines.run.layout import sort_key, write_sorted, writer
+from pipelines.run.schema_check import check_columns
+from pipelines.run.snapshot import snapshot
+from pipelines.run.storage import DataStore, new_attempt
+from pipelines.stages.kinds import DimensionStage, Feed, SourceStage
+from progress import Graph, InputHandle, Time
+from progress.ledger import CommitResult, Ledger, MessageEntry
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from pipelines.stages.pipeline import Pipeline
+
+
+class Bound(Protocol):
+    """A pipeline bound to its ledger, data directory and Spark session (a ``Runtime``).
+    ``spark`` may start a session when first read: a send reads it only for data that the
+    pyarrow check cannot judge."""
+
+    @property
+    def pipeline(self) -> Pipeline: ...
+    @property
+    def ledger(self) -> Ledger: ...
+    @property
+    def spark(self) -> SparkSession: ...
+    @property
+    def store(self) -> DataStore: ...
+    @property
+    def graph(self) -> Graph: ...
+
+
+def check_frame(
+    stage: str,
+    epoch: Time,
+    df: DataFrame,
+    schema: StructType,
+    *,
+    key: tuple[str, ...],
+    file: str | None,
+) -> DataFrame:
+    """Return ``df`` with the schema's columns in order, or raise naming what does not fit."""
+    from pyspark.sql import functions as F
+
+    have = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    check_columns(stage, epoch, have, schema, file)
+    if key:
+        null = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in key])
+        found = df.where(null).select(*key).limit(1).collect()
+        if found:
+            column = next(k for k in key if found[0][k] is None)
+            raise InputValidationError(stage, epoch, "null key", file=file, column=column)
+    return df.select(*schema.fieldNames())
+
+
+def source_worker(pipeline: Pipeline, source: str, worker: int) -> SourceStage:
+    """The source ``source`` of ``pipeline``; raises unless it is a source with a worker
+    ``worker`` (a check of the definition alone: it reads no ledger)."""
+    stage = pipeline.stage(source)
+    if not isinstance(stage, SourceStage):
+        raise InputValidationError(
+            source, None, f"{source!r} is not a source of the pipeline", pipeline=pipeline.name
+        )
+    if stage.fed_by is Feed.REPLAY:
+        raise InputValidationError(
+            source,
+            None,
+            f"{source!r} is a replayed source: its captures feed it (Runtime.replay, "
+            "epochgate replay), not its input handles",
+            pipeline=pipeline.name,
+        )
+    if type(worker) is not int or not 0 <= worker < stage.workers:
+        raise InputValidationError(
+            source,
+            None,
+            f"there is no worker {worker!r} (workers: 0 .. {stage.workers - 1})",
+            pipeline=pipeline.name,
+        )
+    return stage
+
+
+class SourceInput:
+    """Worker ``worker`` of source ``source`` of a running pipeline."""
+
+    def __init__(self, runtime: Bound, source: str, worker: int) -> None:
+        self.runtime = runtime
+        self.source = source
+        self.worker = worker
+        self._stage = source_worker(runtime.pipeline, source, worker)
+
+    @property
+    def epoch(self) -> Time | None:
+        """The epoch this worker's next ``send`` goes to (``None`` once closed)."""
+        rt = self.runtime
+        return rt.ledger.worker_time(rt.pipeline.name, self.source, self.worker)
+
+    def send(self, data: DataFrame | str | Path) -> CommitResult:
+        """Validate, write and commit one message at this worker's current epoch."""
+        rt = self.runtime
+        handle = self._handle()
+        handle.send()  # a closed worker refuses it now, before any work
+        message = self._write(handle.time, data)
+        return self._commit(
+            message, lambda: rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
+        )
+
+    def correct(self, epoch: Time, data: DataFrame | str | Path) -> CommitResult:
+        """Replace this worker's messages at ``epoch``, an epoch it has reached (or any once
+        closed), with ``data``, validated and written like ``send``: a revision. No frontier
+        moves, the other workers' messages at ``epoch`` stay, and every output that read a
+        replaced message becomes stale: ``Runtime.run()`` re-runs each once (a stateful stage
+        from ``epoch`` on). An epoch the worker has not reached raises ``EpochNotReachedError``
+        (``send`` data for the epoch it is at)."""
+        rt = self.runtime
+        self._handle().correct(epoch)  # before any work; the ledger checks it again
+        if isinstance(self._stage, DimensionStage) and not rt.ledger.worker_sent(
+            rt.pipeline.name, self.source, self.worker, epoch
+        ):  # its readers there read an earlier table: they would not be found stale
+            raise InputValidationError(
+                self.source,
+                epoch,
+                "a dimension source's worker can correct only an epoch it sent a table at; "
+                "correct that earlier epoch instead (not yet supported: adding a table at an "
+                "epoch it sent none)",
+                worker=self.worker,
+                pipeline=rt.pipeline.name,
+            )
+        message = self._write(epoch, data)
+        return self._commit(
+            message,
+            lambda: rt.ledger.correct(rt.pipeline.name, self.source, self.worker, message),
+        )
+
+    def advance_to(self, epoch: Time) -> CommitResult:
+        """Declare every epoch before ``epoch`` complete for this worker (sealing empty ones).
+        To the epoch it is at, nothing happens (``repeated`` when it advanced there before);
+        below it raises ``TimeRegressionError``."""
+        rt = self.runtime
+        return rt.ledger.advance(rt.pipeline.name, self.source, self.worker, epoch, seal=True)
+
+    def close(self) -> CommitResult:
+        """Nothing more will come from this worker. Closing it again does nothing."""
+        rt = self.runtime
+        return rt.ledger.close(rt.pipeline.name, self.source, self.worker)
+
+    def _handle(self) -> InputHandle:
+        """This worker's input handle at the epoch it is at now, to check an action early."""
+        rt = self.runtime
+        return InputHandle.resume(
+            rt.graph, self.source, self.worker, self.epoch, pipeline=rt.pipeline.name
+        )
+
+    def _commit(self, message: MessageEntry, commit: Callable[[], CommitResult]) -> CommitResult:
+        """Commit ``message``; when the ledger refuses it, remove its attempt directory."""
+        try:
+            return commit()
+        except BaseException:
+            if message.path is not None:
+                shutil.rmtree(message.path, ignore_errors=True)
+            raise
+
+    def _write(self, epoch: Time, data: DataFrame | str | Path) -> MessageEntry:
+        """Validate ``data`` for ``epoch`` and write it to a fresh attempt directory."""
+        try:
+            return self._validated(epoch, data)
+        except InputValidationError as err:
+            raise err.of_worker(self.runtime.pipeline.name, self.worker) from err.__cause__
+
+    def _validated(self, epoch: Time, data: DataFrame | str | Path) -> MessageEntry:
+        rt = self.runtime
+        attempt = new_attempt()
+        path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
+        if not isinstance(data, str | Path):
+            return self._written(epoch, data, None, path, attempt)
+        file = str(data)
+        if not Path(file).exists():
+            raise InputValidationError(self.source, epoch, "no such file", file=file)
+        # Checked and committed from a private copy, so a file rewritten meanwhile is either
+        # refused (InputChangedError) or committed exactly as checked, never torn.
+        staged = path.with_name(f"{path.name}-in")  # an attempt's name: garbage if left
+        try:
+            copy = snapshot(self.source, epoch, Path(file), staged)
+            stage = self._stage
+            table = check_file(self.source, epoch, copy, stage.schema, stage.key, name=file)
+            if table is not None:
+                return self._copy(copy, epoch, table, path, attempt, file=file)
+            spark = rt.spark  # started here if need be: a Spark that cannot start is no bad file
+            try:
+                frame = spark.read.parquet(str(copy))  # absolute: for a remote driver too
+            except Exception as err:
+                msg = f"cannot read Parquet: {first_line(err)}"
+                raise InputValidationError(self.source, epoch, msg, file=file) from err
+            return self._written(epoch, frame, file, path, attempt)
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+
+    def _written(
+        self, epoch: Time, data: DataFrame, file: str | None, path: Path, attempt: str
+    ) -> MessageEntry:
+        """``data`` checked against the source's schema and written by Spark to ``path``."""
+        rt = self.runtime
+        try:
+            frame = check_frame(
+                self.source, epoch, data, self._stage.schema, key=self._stage.key, file=file
+            )
+        except InputValidationError:
+            raise
+        except Exception as err:
+            msg = f"cannot read the data: {first_line(err)}"
+            raise InputValidationError(self.source, epoch, msg, file=file) from err
+        try:
+            writer(frame, self._sort_key).parquet(str(path))
+        except Exception as err:
+            shutil.rmtree(path, ignore_errors=True)
+            msg = f"cannot write the data: {first_line(err)}"
+            raise InputValidationError(self.source, epoch, msg, file=file) from err
+        rows, size = rt.store.stats(path)
+        return MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
+
+    @property
+    def _sort_key(self) -> tuple[str, ...] | None:
+        return sort_key(self.runtime.pipeline.stages, self.source)
+
+    def _copy(
+        self, copy: Path, epoch: Time, table: pa.Table, path: Path, attempt: str, *, file: str
+    ) -> MessageEntry:
+        """A checked private copy of a file, moved into the attempt directory ``path`` as it
+        is (or its rows written sorted, for a partial stage that reads them:
+        ``pipelines.run.layout``)."""
+        rows = table.num_rows
+        key = self._sort_key
+        try:
+            path.mkdir(parents=True)
+            if key:
+                write_sorted(table, key, path / "part-00000.parquet")
+            else:
+                os.replace(copy, path / "part-00000.parquet")
+        except (OSError, pa.ArrowException) as err:
+            shutil.rmtree(path, ignore_errors=True)
+            msg = f"cannot copy the file: {err}"
+            raise InputValidationError(self.source, epoch, msg, file=file) from err
+        size = (path / "part-00000.parquet").stat().st_size
+        return MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)

@@ -1,0 +1,568 @@
+"""The scheduler of a pipeline's runs: what runs next, backfills, revisions.
+
+``Runtime`` binds a pipeline to a ledger, a Spark session, a data directory and a state store.
+Spark starts when a run first needs it: given a factory instead of a session, a Runtime that
+only sends checked files, advances workers or finds nothing to run starts no JVM.
+``run()`` runs every ready ``(stage, epoch)`` in epoch order (upstream first), then re-runs
+stale outputs; a failing stage does not keep the others from running. ``backfill`` and
+``revise`` recompute done epochs with the current code; a backfill runs every epoch that can
+run and names the blockers of those it left. Each single run goes through the ``Executor``
+(admit, work, finish): it refuses an epoch that is not ready, reads exactly the messages
+committed at the stage's inputs, and commits its output with its progress batch in one ledger
+transaction. A run that fails or is killed commits nothing; running a done ``(stage, epoch)``
+again does nothing. A ledger that cannot be used (``LedgerStorageError``: its disk full, its
+file unwritable or gone, its lock file lost) stops the call with that error, naming the stage
+and epoch of the run it stopped when there is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipelines.capture import follower as capture_follower
+from pipelines.capture import log as capture_log
+from pipelines.capture import sync as capture
+from pipelines.capture.replay import replay
+from pipelines.capture.sync import CaptureStatus
+from pipelines.errors import (
+    BackfillIncompleteError,
+    PipelineError,
+    RunFailedError,
+    StageFailedError,
+    StageNotReadyError,
+)
+from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo
+from pipelines.reads.pending import PendingReads
+from pipelines.results import RunResult, RunStatus
+from pipelines.run.ephemeral import derivation
+from pipelines.run.epochs import stage_epoch
+from pipelines.run.executor import Admitted, Executor, Worked, raise_during, run_key
+from pipelines.run.inputs import SourceInput, source_worker
+from pipelines.run.iteration import RoundCallback
+from pipelines.run.kinds import messages_read, run_of
+from pipelines.run.revisions import above, next_revision
+from pipelines.run.sinks import SinkDirectory, publish_committed, sink_directory
+from pipelines.run.storage import DataStore, runtime_home
+from pipelines.settings import STATE_FILE, state_path
+from pipelines.spark.footers import spark_schema
+from pipelines.spark.session import LazySpark, SparkFactory
+from pipelines.stages.families import lock_name
+from pipelines.stages.kinds import SinkStage
+from pipelines.stages.pipeline import Pipeline
+from progress import Target, Time, Tracker
+from progress.errors import CaptureError, LedgerStorageError
+from progress.ledger import Ledger, PendingUpquery, StageStatus
+from state_store import KeyedState
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["STATE_FILE", "RunResult", "RunStatus", "Runtime", "run_key"]
+
+
+class Runtime:
+    """A pipeline bound to a ledger, a Spark session and a data directory.
+
+    ``spark`` is a session, or a function of no arguments that starts one (``spark_session``):
+    it is called the first time something needs Spark, once."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        ledger: Ledger,
+        spark: SparkSession | SparkFactory,
+        data_root: Path,
+        *,
+        from_start: bool = False,
+        state: KeyedState | None = None,
+        on_round: RoundCallback | None = None,
+    ) -> None:
+        self.pipeline = pipeline
+        self.ledger = ledger
+        self.state = state or KeyedState(state_path(ledger.path))
+        self.store = DataStore(data_root)
+        self.graph = pipeline.register(ledger, from_start=from_start)
+        self._spark = LazySpark(spark)
+        self.executor = Executor(
+            pipeline, ledger, self._spark, self.store, self.state, on_round=on_round
+        )
+        self._order = self.graph.depths()
+        # A commit that changes a captured stream syncs its capture soon after (``run`` waits).
+        self._follower = capture_follower.follow(ledger)
+        self._runs = 0  # calls of run, run_stage, backfill, revise under way (``_settled``)
+
+    @property
+    def spark(self) -> SparkSession:
+        """The Spark session, started now if nothing has needed it yet."""
+        return self._spark.session()
+
+    @property
+    def spark_started(self) -> bool:
+        """Whether this Runtime has a Spark session (given, or started by a use)."""
+        return self._spark.started
+
+    @property
+    def on_round(self) -> RoundCallback | None:
+        """Told of each round of an iterative stage (settable)."""
+        return self.executor.on_round
+
+    @on_round.setter
+    def on_round(self, callback: RoundCallback | None) -> None:
+        self.executor.on_round = callback
+
+    @property
+    def home(self) -> Path:
+        """The directory of the ledger file (absolute): the state store (``state.duckdb``)
+        lives there unless given elsewhere, and a sink's relative path is resolved against it,
+        never against the process's working directory."""
+        return runtime_home(self.ledger.path)
+
+    def sink_path(self, sink: str) -> Path:
+        """The directory ``sink`` publishes to (``PATH/epoch=N``)."""
+        return self._sink(sink).root
+
+    def publish_sinks(self) -> list[tuple[str, Time]]:
+        """Publish every committed sink epoch that its path does not show yet: one a run
+        committed but was killed before publishing, or a revision. ``run()`` does this first.
+        Returns the ``(sink, epoch)`` published; with nothing to do, it costs one ledger
+        session and a readlink per sink epoch (no Spark)."""
+        sinks = [
+            self._sink(s.name) for s in self.pipeline.stages.values() if isinstance(s, SinkStage)
+        ]
+        return publish_committed(self.ledger, sinks)
+
+    def _sink(self, name: str) -> SinkDirectory:
+        stage = self.pipeline.stage(name)
+        if not isinstance(stage, SinkStage):
+            raise PipelineError(f"stage {name!r} is a {stage.kind} stage, not a sink")
+        return sink_directory(stage, self.pipeline.name, self.home)
+
+    def input(self, source: str, worker: int = 0) -> SourceInput:
+        """The handle of one worker of a source."""
+        return SourceInput(self, source, worker)
+
+    def collect_garbage(self, older_than: float = 3600.0) -> list[Path]:
+        """Remove data of attempts that were never committed (killed or lost runs)."""
+        p = self.pipeline.name
+        live = self.ledger.live_paths(p)
+        running = {path for path in live if path.startswith("attempt=")}
+        keep = [path for path in live if not path.startswith("attempt=")]
+        for stage in self.pipeline.stages.values():
+            keep += run_of(stage).resumable_paths(stage, self.ledger, p)
+        keep += [
+            str(d)
+            for d in (self.store.root / p).glob("*/port=*/epoch=*/**/attempt=*")
+            if d.name in running
+        ]
+        return self.store.collect_garbage(p, keep, older_than=older_than)
+
+    # -- what can run --------------------------------------------------------------------------
+
+    def pending(self, tracker: Tracker | None = None) -> list[tuple[str, Time]]:
+        """Every ``(stage, epoch)`` with messages waiting, in epoch order, upstream first."""
+        tracker = tracker or self.ledger.tracker(self.pipeline.name)
+        waiting = {(loc.node, t) for loc, t, _ in tracker.pointstamps() if isinstance(loc, Target)}
+        return sorted(waiting, key=lambda item: (item[1], self._order[item[0]]))
+
+    def ready(self, tracker: Tracker | None = None) -> list[tuple[str, Time]]:
+        """Every pending ``(stage, epoch)`` that is ready, in the order ``pending`` gives."""
+        tracker = tracker or self.ledger.tracker(self.pipeline.name)
+        return [(s, t) for s, t in self.pending(tracker) if tracker.ready(s, t)]
+
+    def stale(self) -> list[tuple[str, Time]]:
+        """Done ``(stage, epoch)`` runs whose input was revised since, earliest first."""
+        found = self.ledger.stale(self.pipeline.name)
+        return sorted(found, key=lambda item: (item[1], self._order[item[0]]))
+
+    def exclusive(self, stage_name: str) -> AbstractContextManager[None]:
+        """Hold the right to run ``stage_name`` when it holds state (its epochs read the state
+        the one before left, so one run of it at a time, in any process); else nothing.
+        Runs of this Runtime take it themselves; hold it to keep it across several runs.
+        Never take it inside a ledger session: a holder may wait for the ledger. The partial
+        stages keyed alike share one (``pipelines.stages.families.lock_name``): their epoch runs,
+        fills and evictions never interleave."""
+        if not self.pipeline.stage(stage_name).holds_state:
+            return nullcontext()
+        return self.state.writer(self.pipeline.name, lock_name(self.pipeline.stages, stage_name))
+
+    # -- replayed sources ----------------------------------------------------------------------
+
+    def replay(self) -> int:
+        """Feed the pipeline's replayed sources (``Pipeline.replay``) what their captures hold
+        now: each capture is checked whole first (a stream that breaks the protocol, a damaged
+        log or data file raises ``StreamError`` naming the directory, the event and the rule,
+        and nothing of this call is committed), then its events not fed yet are committed in
+        order, each with the stream's position, so a replay stopped anywhere resumes at the
+        next event. Returns the number of events fed. ``run()`` calls it first."""
+        return replay(self)
+
+    @property
+    def replayed(self) -> bool:
+        """Whether the pipeline has replayed sources."""
+        return bool(self.pipeline.replayed_sources())
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def run(self, on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+        """Run every ready ``(stage, epoch)`` in epoch order, then re-run stale outputs (those
+        that read an attempt a revision has replaced), until nothing is left. A pipeline with
+        replayed sources is fed (``replay()``) first.
+
+        A stage run that fails commits nothing and that stage is not tried again in this call;
+        every run that does not depend on its output goes on (readiness holds back those that
+        do). Then, if any failed, ``RunFailedError`` lists each failure with the runs made.
+
+        One ledger session per stage run: it commits the previous run, picks the next and
+        resolves its input, with one look at the counts. Between them the ledger stays open for
+        this process unless another process wants it (``Ledger.held``): Spark works with the
+        ledger free for whoever asks. A stateful stage's writer lock is held from before its
+        work until its commit or its failure."""
+        with self.ledger.held(), self._settled():
+            return self._run(on_result)
+
+    def _run(self, on_result: Callable[[RunResult], None] | None) -> list[RunResult]:
+        if self.replayed:
+            self.replay()
+        self.publish_sinks()  # what a killed run committed but did not publish
+        results: list[RunResult] = []
+        failed: dict[str, StageFailedError] = {}  # by stage: not tried again in this call
+        revised: set[tuple[str, Time]] = set()
+        worked: Worked | None = None
+        writer = ExitStack()  # the writer lock of a stateful run not committed yet
+
+        def report(result: RunResult) -> None:
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+
+        with writer:
+            while True:
+                finished, admitted, stale = self._next(worked, failed)
+                worked = None
+                writer.close()
+                if finished is not None:
+                    report(finished)
+                if isinstance(admitted, RunResult):
+                    report(admitted)
+                elif admitted is not None:
+                    writer.enter_context(self.exclusive(admitted.stage.name))  # no ledger held
+                    try:
+                        worked = self.executor.work(admitted)
+                    except StageFailedError as err:
+                        writer.close()
+                        failed[admitted.stage.name] = err
+                elif stale:
+                    try:
+                        for result in self._revise_stale(stale, revised):
+                            report(result)
+                    except StageFailedError as err:
+                        failed[stale[0][0]] = err
+                elif failed:
+                    raise RunFailedError(self.pipeline.name, results, list(failed.values()))
+                else:
+                    return results
+
+    def _next(
+        self, worked: Worked | None, failed: dict[str, StageFailedError]
+    ) -> tuple[RunResult | None, Admitted | RunResult | None, list[tuple[str, Time]]]:
+        """In one ledger session: commit ``worked`` (the previous run), then admit the next
+        ready run of a stage not in ``failed`` (one whose input cannot be read fails here and
+        joins ``failed``), or else list the stale outputs of those stages to re-run."""
+        with ExitStack() as held:
+            try:
+                held.enter_context(self.ledger.session())
+            except LedgerStorageError as err:  # it cannot take the previous run's commit
+                if worked is not None:
+                    raise_during(err, self.pipeline.name, worked.run.stage.name, worked.run.epoch)
+                raise
+            finished = self.executor.finish(worked) if worked is not None else None
+            tracker = self.ledger.tracker(self.pipeline.name)
+            while ready := [(s, t) for s, t in self.ready(tracker) if s not in failed]:
+                try:
+                    return finished, self.executor.admit(*ready[0], tracker=tracker), []
+                except StageFailedError as err:
+                    failed[ready[0][0]] = err
+            return finished, None, [(s, t) for s, t in self.stale() if s not in failed]
+
+    @contextmanager
+    def _settled(self) -> Iterator[None]:
+        """Run, run_stage, backfill and revise return with the captures their commits changed
+        synced (once, by the outermost of them): a capture follows other commits within
+        ``capture_follower.SYNC_DELAY``."""
+        self._runs += 1
+        try:
+            yield
+        finally:
+            self._runs -= 1
+            if not self._runs:
+                self._follower.settle()
+
+    def run_stage(self, stage_name: str, epoch: Time) -> RunResult:
+        """Run ``stage_name`` for ``epoch`` once (see the module docs)."""
+        self.pipeline.stage(stage_name)
+        stage_epoch(stage_name, epoch)
+        with self._settled(), self.exclusive(stage_name):
+            try:
+                with self.ledger.session():  # one connection for every question before the work
+                    admitted = self.executor.admit(stage_name, epoch)
+                if isinstance(admitted, RunResult):
+                    return admitted
+                return self.executor.complete(admitted)
+            except LedgerStorageError as err:
+                raise_during(err, self.pipeline.name, stage_name, epoch)
+                raise
+
+    def _revise_stale(
+        self, stale: list[tuple[str, Time]], revised: set[tuple[str, Time]]
+    ) -> list[RunResult]:
+        """Re-run the first stale output in revision order (``pipelines.run.revisions``: the
+        earliest, but a stateful stage after the stale outputs above it) and, for a stateful
+        stage, the epochs after it. ``revised`` remembers what this loop revised: stale again
+        means a cycle of revisions."""
+        stage, epoch = next_revision(self.pipeline.stages, stale, self._above)
+        if (stage, epoch) in revised:
+            raise PipelineError(
+                f"stage {stage!r} epoch {epoch} is still stale after it was revised: "
+                "its output reads an attempt that is not current"
+            )
+        batch = self.revise(stage, [epoch])
+        revised.update((r.stage, r.epoch) for r in batch)
+        return batch
+
+    @cached_property
+    def _above(self) -> dict[str, frozenset[str]]:
+        """``pipelines.run.revisions.above`` of every stage."""
+        return {name: above(self.pipeline.stages, name) for name in self.pipeline.stages}
+
+    def backfill(
+        self,
+        stage_name: str,
+        epochs: Sequence[Time],
+        on_result: Callable[[RunResult], None] | None = None,
+        *,
+        downstream: bool = True,
+    ) -> list[RunResult]:
+        """Backfill ``stage_name`` over ``epochs`` with the current code and inputs: epochs it
+        has run are revised, epochs it has not run yet are run, in order, then (unless
+        ``downstream`` is False: someone else re-runs them) every output the backfill made
+        stale is re-run in epoch order. Frontiers never move back and nothing counts twice.
+
+        An epoch it has not run that is not ready either is left, and the epochs after it are
+        still tried (for a stage that holds state, readiness leaves them too: each needs the
+        one before). When any were left, ``BackfillIncompleteError`` says who holds each, with
+        the runs the backfill made."""
+        p = self.pipeline.name
+        self.executor.runnable(stage_name)
+        epochs = [stage_epoch(stage_name, e) for e in epochs]
+        done = set(self.ledger.done_epochs(p, stage_name))
+        results: list[RunResult] = []
+        left: dict[Time, tuple[str, ...]] = {}
+
+        def report(batch: list[RunResult]) -> None:
+            results.extend(batch)
+            if on_result is not None:
+                for result in batch:
+                    on_result(result)
+
+        redo = sorted(e for e in set(epochs) if e in done)
+        with self._settled(), self.exclusive(stage_name):
+            if redo:
+                report(self.revise(stage_name, redo))
+            for epoch in sorted(set(epochs) - done):
+                try:
+                    report([self.run_stage(stage_name, epoch)])
+                except StageNotReadyError as err:
+                    left[epoch] = err.holds
+        revised = {(r.stage, r.epoch) for r in results}
+        while downstream and (stale := self.stale()):
+            report(self._revise_stale(stale, revised))
+        if left:
+            raise BackfillIncompleteError(p, stage_name, results, left)
+        return results
+
+    def revise(self, stage_name: str, epochs: Sequence[Time]) -> list[RunResult]:
+        """Recompute done epochs of a stage with the current code and inputs (a backfill).
+
+        Each new attempt replaces the old one; frontiers do not move; downstream outputs that
+        read the old attempt become stale and ``run()`` recomputes them. A stage that holds
+        state is recomputed from the earliest revised epoch onward, from the state before it.
+        """
+        p = self.pipeline.name
+        stage = self.executor.runnable(stage_name)
+        epochs = [stage_epoch(stage_name, e) for e in epochs]
+        done = self.ledger.done_epochs(p, stage_name)
+        missing = [e for e in epochs if e not in done]
+        if missing:
+            raise PipelineError(
+                f"stage {stage_name!r} has not run epoch(s) {missing}: nothing to revise "
+                "(run them instead)"
+            )
+        results = []
+        with self._settled(), self.exclusive(stage_name):
+            for epoch in run_of(stage).revision_epochs(
+                stage, self.state, self.ledger, p, requested=epochs, done=done
+            ):
+                with self.ledger.session():
+                    admitted = self.executor.prepare(stage, epoch, batch=[], revision=True)
+                results.append(self.executor.complete(admitted))
+        return results
+
+    # -- where it stands ----------------------------------------------------------------------
+
+    def status(self) -> list[StageStatus]:
+        """Where each stage stands: its input frontier, its epochs done, ready, running, waiting
+        and stale, and who holds the oldest waiting one (what ``epochgate status`` prints)."""
+        return self.ledger.status(self.pipeline.name)
+
+    def blockers(self, stage_name: str, epoch: Time) -> list[str]:
+        """What keeps ``stage_name`` from running ``epoch``, one sentence per holder ("source
+        orders, worker 0, still holds epoch 1"); none when it is ready or done."""
+        return [h.text for h in self.ledger.blockers(self.pipeline.name, stage_name, epoch)]
+
+    # -- keyed state ---------------------------------------------------------------------------
+
+    def lookup(
+        self,
+        stage: str,
+        keys: Sequence[Any],
+        *,
+        as_of: int | None = None,
+        wait: float | bool = False,
+    ) -> Lookup:
+        """The state rows of ``keys`` (scalars for a one-column key, else tuples in key-column
+        order) in a stateful or aggregate stage, as of epoch ``as_of`` (None: the last it has
+        processed). A partial stage fills its holes among them with one upquery first. An epoch
+        the stage has not processed yet raises ``StageNotReadyError`` naming what holds it, at
+        once or after waiting ``wait`` seconds for another process to run it."""
+        return self._reads.lookup(stage, keys, as_of, wait)
+
+    def evict(self, stage: str, keys: Sequence[Any]) -> list[Any]:
+        """Turn present keys of a partial stage into holes, there and in the partial stages
+        below it (their state and history deleted); returns the keys that were present, in the
+        order asked."""
+        return self._reads.evict(stage, keys)
+
+    def state_info(self, stage: str) -> StateInfo:
+        """A keyed stage's state: partial or not, present keys, rows, bytes, and the hits,
+        misses, upqueries and evictions of its reads."""
+        return self._reads.state_info(stage)
+
+    def request(self, stage: str, keys: Sequence[Any], as_of: int) -> list[PendingUpquery]:
+        """Record a read of ``keys`` of a partial stage as of ``as_of`` as pending upqueries in
+        the ledger (one per key; a key already pending at that epoch is not recorded again),
+        for an upquery run to fill once the stage has processed ``as_of``. Keys are checked as
+        ``lookup`` checks them; a full stage raises ``StateReadError``."""
+        return self.pending_reads.request(stage, keys, as_of)
+
+    @cached_property
+    def pending_reads(self) -> PendingReads:
+        """The pending upqueries of this pipeline's partial stages (``pipelines.reads.pending``)."""
+        return PendingReads(self._reads)
+
+    @cached_property
+    def _reads(self) -> KeyedReads:
+        return KeyedReads(self)
+
+    # -- captures ------------------------------------------------------------------------------
+
+    def capture(
+        self,
+        stage: str,
+        into: str | Path,
+        *,
+        from_epoch: int | None = None,
+        worker: int | None = None,
+    ) -> CaptureStatus:
+        """Record ``stage``'s output stream (only input worker ``worker`` of a source, when
+        given: its messages and its capability) into the directory ``into``, which must hold
+        no capture yet, from epoch ``from_epoch`` (default: from the stream's frontier; the
+        messages already committed at epochs still open are recorded too). From now on every
+        commit that changes the stream appends its events (``pipelines.capture.sync``). Returns
+        where the capture stands after its first sync."""
+        p = self.pipeline.name
+        if worker is not None:
+            source_worker(self.pipeline, stage, worker)
+        else:
+            self.pipeline.stage(stage)
+        if from_epoch is not None and (type(from_epoch) is not int or from_epoch < 0):
+            raise CaptureError(p, str(into), f"from_epoch {from_epoch!r} is not an epoch")
+        if not self.pipeline.stage(stage).materialize:
+            raise CaptureError(
+                p,
+                str(into),
+                "it is a transform that is not materialized (materialize=False): its messages "
+                "hold no data to record; nothing was recorded",
+                stage=stage,
+            )
+        schema = self.executor.schema_of(stage)
+        if schema is None:
+            raise CaptureError(
+                p,
+                str(into),
+                "its columns are not known yet (no declared schema, no data); nothing was recorded",
+                stage=stage,
+            )
+        directory = Path(into).resolve()
+        header = capture_log.new_header(p, stage, worker=worker, schema=schema.json())
+        with capture.new_log(directory, header):
+            record = self.ledger.start_capture(
+                p,
+                stage,
+                directory=str(directory),
+                stream=header.stream,
+                worker=worker,
+                from_epoch=from_epoch,
+            )
+            capture.sync_locked(self.ledger, record, directory)
+        return capture.status(self.ledger, record)
+
+    def stop_capture(self, into: str | Path) -> CaptureStatus:
+        """Bring the capture into ``into`` up to the ledger one last time, then stop it: its
+        directory stays as it is, a complete stream up to that point."""
+        directory = Path(into).resolve()
+        p = self.pipeline.name
+        with capture_log.locked(directory):
+            found = [c for c in self.ledger.captures(p) if c.directory == str(directory)]
+            if found and found[0].active:
+                capture.sync_locked(self.ledger, found[0], directory)
+            record = self.ledger.stop_capture(p, str(directory))
+        return capture.status(self.ledger, record)
+
+    def captures(self) -> list[CaptureStatus]:
+        """Every capture of the pipeline, stopped ones too, with where each stands."""
+        return [capture.status(self.ledger, c) for c in self.ledger.captures(self.pipeline.name)]
+
+    def sync_captures(self) -> int:
+        """Bring every capture of the pipeline that is not stopped up to the ledger now (a
+        commit does it by itself; this repairs one a crash left behind). Events appended."""
+        return capture.sync_pipeline(self.ledger, self.pipeline.name)
+
+    # -- outputs -------------------------------------------------------------------------------
+
+    def read(self, stage: str, epoch: Time) -> DataFrame:
+        """The committed output of ``stage`` at ``epoch`` as a stage reading it then sees it
+        (all current messages at ``epoch``; a dimension source's table as of ``epoch``)."""
+        self.pipeline.stage(stage)  # an unknown name is refused before it names a path
+        stage_epoch(stage, epoch)
+        found = derivation(self.pipeline.stages, stage)
+        if found.build is not None:  # not materialized: computed as its readers compute it
+            if not messages_read(self.pipeline, self.ledger, stage, epoch):
+                raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
+            return found.apply([self.read(b, epoch) for b in found.bases], epoch)
+        messages = messages_read(self.pipeline, self.ledger, stage, epoch)
+        paths = [m.path for m in messages if m.path]
+        if paths:
+            known = self.pipeline.stage(stage).schema or spark_schema(paths)
+            reader = self.spark.read if known is None else self.spark.read.schema(known)
+            return reader.parquet(*paths)
+        schema = self.executor.schema_of(stage)
+        if schema is None:
+            raise PipelineError(
+                f"stage {stage!r} has no data at epoch {epoch}, and no message with data to "
+                "take its columns from"
+            )
+        return self.spark.createDataFrame([], schema)

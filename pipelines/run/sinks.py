@@ -1,0 +1,156 @@
+"""Sinks: each committed epoch of a stage published to a user's directory, atomically, after
+the commit that makes it true.
+
+    PATH/epoch=N -> .versions/epoch=N/ATTEMPT        a relative symlink, one per epoch
+    PATH/.versions/epoch=N/ATTEMPT/part-*.parquet    the committed attempt's files
+    PATH/.versions/epoch=N/EARLIER/                  the version it replaced, if any
+
+A sink's run writes its attempt in the data directory like any stage. Only once the ledger has
+committed it does ``SinkDirectory.publish`` put its files in a version directory of its own
+(hard links to the immutable attempt's files, or copies on another file system; under a
+temporary name, renamed when complete) and point ``PATH/epoch=N`` at it by renaming a new
+symlink over the old one: a reader of ``PATH/epoch=N`` finds the previous committed version or
+the new one, whole, never a half one and never nothing. The version it replaced stays until
+the epoch is published again, so a reader that opened it just before the swap still lists it
+whole; older ones are removed then. (File names differ between versions: a reader that listed
+the old version and opens its files through the link after the swap fails, and never mixes
+two versions.) Nothing is published for a run that fails, is killed before its commit, or
+finds its epoch committed by another run first.
+
+Readers that list ``epoch=*`` folders see one version per epoch: Spark's partition discovery,
+DuckDB's ``read_parquet('PATH/*/*.parquet', hive_partitioning=true)`` and pyarrow datasets
+(``.versions`` is hidden from the first and the last by its leading dot, and ``*/*.parquet`` does
+not reach it). DuckDB's ``**`` does not follow symlinks: it would read ``.versions`` instead.
+
+Publishing happens while the ledger session that committed (or read) the attempt is held, so
+publishes of one sink in several processes take turns, in commit order. A run killed between
+its commit and its publish leaves the previous version (or no link) in place:
+``publish_committed``, which ``Runtime.run()`` calls first, publishes every committed epoch
+whose link names another attempt (at most a readlink per epoch when there is nothing to do).
+
+A relative sink path is resolved against the runtime's home (the ledger's directory), never the
+process's working directory; one that is empty or climbs out of the home is refused when the
+sink is defined.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelines.errors import SinkPublishError
+from pipelines.run.storage import link_or_copy
+from progress import Time
+from progress.ledger import Ledger
+
+if TYPE_CHECKING:
+    from pipelines.stages.kinds import SinkStage
+
+VERSIONS = ".versions"
+"""The hidden directory of a sink's published versions, inside its path."""
+
+
+def sink_directory(stage: SinkStage, pipeline: str, home: Path) -> SinkDirectory:
+    """Where ``stage`` publishes, for a runtime whose home is ``home``."""
+    return SinkDirectory(pipeline, stage.name, resolve_sink_path(stage.path, home))
+
+
+def resolve_sink_path(path: str, home: Path) -> Path:
+    """Where a sink defined with ``path`` publishes: ``path`` itself when absolute (after
+    ``~``), else under ``home``."""
+    given = Path(path).expanduser()
+    return Path(os.path.normpath(given if given.is_absolute() else home / given))
+
+
+@dataclass(frozen=True)
+class SinkDirectory:
+    """The directory one sink publishes to: an epoch link and hidden versions per epoch."""
+
+    pipeline: str
+    stage: str
+    root: Path
+
+    def link(self, epoch: Time) -> Path:
+        """``PATH/epoch=N``: what readers read."""
+        return self.root / f"epoch={epoch}"
+
+    def versions(self, epoch: Time) -> Path:
+        return self.root / VERSIONS / f"epoch={epoch}"
+
+    def target(self, epoch: Time, attempt: str) -> str:
+        """The link's content for ``attempt``: relative, so the directory can move."""
+        return os.path.join(VERSIONS, f"epoch={epoch}", attempt)
+
+    def published(self, epoch: Time) -> str | None:
+        """The attempt ``PATH/epoch=N`` shows, or ``None`` (no link, or not one of ours)."""
+        try:
+            found = os.readlink(self.link(epoch))
+        except OSError:  # missing, or a plain directory from before versions
+            return None
+        head, attempt = os.path.split(found)
+        return attempt if head == os.path.join(VERSIONS, f"epoch={epoch}") else None
+
+    def publish(self, epoch: Time, attempt: str, files: Path | None) -> None:
+        """Show ``attempt``'s committed ``files`` at ``PATH/epoch=N`` (see the module docs).
+        Call it only for a committed attempt, holding the ledger session that knows it."""
+        versions = self.versions(epoch)
+        try:
+            versions.mkdir(parents=True, exist_ok=True)
+            version = versions / attempt
+            if not version.is_dir():  # a complete copy is renamed in; a partial one is not
+                staging = versions / f".{attempt}.{uuid.uuid4().hex[:8]}"
+                if files is None:
+                    staging.mkdir()
+                else:
+                    shutil.copytree(files, staging, copy_function=link_or_copy)
+                os.rename(staging, version)
+            previous = self.published(epoch)
+            self._point(epoch, attempt)
+            for entry in versions.iterdir():
+                if entry.name not in (attempt, previous):
+                    _remove(entry)
+        except OSError as err:
+            reason = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+            raise SinkPublishError(self.pipeline, self.stage, epoch, self.root, reason) from err
+
+    def _point(self, epoch: Time, attempt: str) -> None:
+        """Rename a new link over ``PATH/epoch=N``: readers see the old target or the new."""
+        link = self.link(epoch)
+        fresh = self.versions(epoch) / f".link.{uuid.uuid4().hex[:8]}"
+        os.symlink(self.target(epoch, attempt), fresh)
+        try:
+            os.replace(fresh, link)
+        except IsADirectoryError:
+            # A plain directory, published before versions existed: no rename swaps a
+            # directory for a link, so it moves aside first (the epoch is briefly absent).
+            os.rename(link, self.versions(epoch) / f".plain.{uuid.uuid4().hex[:8]}")
+            os.replace(fresh, link)
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_symlink() or not entry.is_dir():
+        entry.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(entry)
+
+
+def publish_committed(ledger: Ledger, sinks: Sequence[SinkDirectory]) -> list[tuple[str, Time]]:
+    """Publish every committed epoch of ``sinks`` whose link does not show its committed
+    attempt (a run killed between its commit and its publish, a revision, a deleted link), in
+    one ledger session. Returns the ``(sink, epoch)`` published."""
+    done: list[tuple[str, Time]] = []
+    if not sinks:
+        return done
+    with ledger.session():
+        for sink in sinks:
+            for message in ledger.messages(sink.pipeline, sink.stage, 0):
+                if sink.published(message.time) != message.attempt:
+                    files = Path(message.path) if message.path else None
+                    sink.publish(message.time, message.attempt, files)
+                    done.append((sink.stage, message.time))
+    return done

@@ -1,0 +1,221 @@
+"""What one stage run works with (its epoch, attempt, input frames, where it writes) and what
+it produces (the files of its output message, and what must happen when it commits or not).
+
+A stage kind's ``compute`` gets a ``StageWork`` and returns a ``Produced``; the executor owns
+everything around it: admission, the run record, the commit.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelines.run.iteration import RoundCallback
+from pipelines.run.layout import writer
+from pipelines.run.storage import DataStore, link_or_copy, runtime_home
+from pipelines.spark.footers import parts, spark_schema
+from pipelines.spark.session import LazySpark
+from progress import Time
+from progress.ledger import Ledger, MessageRef
+from state_store import KeyedState
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+Resolved = tuple[list[MessageRef], list[str]]
+"""An input's current messages at an epoch: their references and their data paths."""
+
+Build = Callable[["Sequence[DataFrame]", Time], "DataFrame"]
+"""How an input that is not materialized is recomputed from the frames of the stages whose
+files hold its data, at an epoch (``pipelines.run.ephemeral``)."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """One data directory of an output message: its path, rows and bytes."""
+
+    path: str | None
+    """None for a message with no data (a transform that is not materialized)."""
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Produced:
+    """What a stage's ``compute`` made of one epoch, and what its commit must take along.
+
+    Each of ``files`` becomes one output message (several only when a union catalogs its
+    inputs' files as they are: ``shared``). ``written`` is the attempt directory this run wrote,
+    removed when another run committed the epoch first.
+    """
+
+    files: tuple[Written, ...]
+    written: Path | None
+    shared: bool = False
+    rounds: int = 0
+    """For an iterative stage: the rounds this run computed."""
+    announces: bool = True
+    """False when the run announces no output message: it consumes its input and ends there (a
+    loop's feedback with nothing to carry round, so the loop stops)."""
+    in_commit: Callable[[Ledger], None] | None = None
+    """Called inside the transaction of the run's commit (an iterative stage leaves its scope)."""
+    committed: Callable[[], None] | None = None
+    """Called after the commit (a stateful stage's staged rows become its state)."""
+    abandoned: Callable[[], None] | None = None
+    """Called when the commit was a repeat: another run committed the epoch first."""
+
+
+@dataclass
+class StageWork:
+    """One run of one stage at one epoch, as its kind's ``compute`` sees it."""
+
+    pipeline: str
+    stage: str
+    epoch: Time
+    output_time: Time
+    attempt: str
+    revision: bool
+    lazy_spark: LazySpark
+    """The run's Spark session, started by the first use (in the work, not in a ledger session)."""
+    store: DataStore
+    ledger: Ledger
+    state: KeyedState
+    inputs: list[Resolved]
+    """Per stage whose files are read (per input port, unless one is not materialized): the
+    current messages read, and their data paths."""
+    read_schemas: list[StructType | None]
+    """Per entry of ``inputs``: the schema to read its files with (a source's), or none."""
+    empty: list[StructType | None]
+    """Per entry of ``inputs`` without data at this epoch: the schema of its empty frame."""
+    derive: list[tuple[int, Build | None]] = field(default_factory=list)
+    """Per input port, when one is not materialized: how many entries of ``inputs`` (in order)
+    it is recomputed from, and how (``None``: the one entry as it is). Empty: one entry per
+    port, as it is (``pipelines.run.ephemeral``)."""
+    on_round: RoundCallback | None = None
+    sort_key: tuple[str, ...] | None = None
+    """The columns its output message is sorted by (``pipelines.run.layout.sort_key``), if any."""
+    below: tuple[str, ...] = ()
+    """The stages below this one that read its output, directly or not (for a partial stage:
+    the partial stages keyed like it, which an eviction follows)."""
+    carried: tuple[MessageRef, ...] = ()
+    """The messages of its own it reads besides its inputs (``Stage.carried``)."""
+    scratch: list[Path] = field(default_factory=list)
+    """Directories to remove when the run's work is over, committed or not."""
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.lazy_spark.session()
+
+    @cached_property
+    def frames(self) -> list[DataFrame]:
+        """One DataFrame per input port, built once, each read with its columns known: a
+        source's files were checked against its schema on send, and a stage's files carry
+        Spark's schema in their footers (``pipelines.spark.footers``), so no Spark job infers it."""
+        out: list[DataFrame] = []
+        for (_, paths), declared, schema in zip(
+            self.inputs, self.read_schemas, self.empty, strict=True
+        ):
+            known = declared or (spark_schema(paths) if paths else None)
+            if paths and known is not None:
+                out.append(self.spark.read.schema(known).parquet(*paths))
+            elif paths:
+                out.append(self.spark.read.parquet(*paths))
+            else:
+                assert schema is not None
+                out.append(self.spark.createDataFrame([], schema))
+        if not self.derives:
+            return out
+        ports: list[DataFrame] = []
+        at = 0
+        for count, build in self.derive:
+            read = out[at : at + count]
+            ports.append(read[0] if build is None else build(read, self.epoch))
+            at += count
+        return ports
+
+    @property
+    def derives(self) -> bool:
+        """Whether an input is recomputed in this run (not as its files hold it)."""
+        return any(build is not None for _, build in self.derive)
+
+    @property
+    def home(self) -> Path:
+        """The runtime's home (see ``pipelines.run.storage.runtime_home``)."""
+        return runtime_home(self.ledger.path)
+
+    @property
+    def reads(self) -> tuple[MessageRef, ...]:
+        """Every message this run reads (its lineage), each once: its inputs', and its own it
+        carries."""
+        refs = (*(ref for refs, _ in self.inputs for ref in refs), *self.carried)
+        return tuple(dict.fromkeys(refs))
+
+    @property
+    def input_paths(self) -> list[str]:
+        return [path for _, paths in self.inputs for path in paths]
+
+    def attempt_dir(self) -> Path:
+        """The fresh directory of this run's output message."""
+        return self.store.attempt_dir(self.pipeline, self.stage, 0, self.output_time, self.attempt)
+
+    def scratch_dir(self) -> Path:
+        """A private directory for the run's intermediate files, removed after its work."""
+        path = self.store.attempt_dir(
+            self.pipeline, self.stage, 0, self.epoch, f"{self.attempt}.scratch"
+        )
+        path.mkdir(parents=True, exist_ok=True)
+        self.scratch.append(path)
+        return path
+
+    def write(self, df: object) -> Produced:
+        """Write ``df`` (what the stage's function returned) as the run's output message."""
+        from pyspark.sql import DataFrame as AnyFrame  # classic and Spark Connect frames
+
+        if not isinstance(df, AnyFrame):
+            raise TypeError(f"the stage function returned {type(df).__name__}, not a DataFrame")
+        path = self.attempt_dir()
+        try:
+            writer(df, self.sort_key).parquet(str(path))
+            rows, size = self.store.stats(path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return Produced((Written(str(path), rows, size),), path)
+
+    def linkable(self) -> list[Path] | None:
+        """The Parquet files of the one input, when its output may be those very files: read
+        as they are (no function applied, no declared schema to read them with, no sorting),
+        all written by Spark with one schema. Else None."""
+        if self.derives or len(self.inputs) != 1 or self.sort_key or self.read_schemas[0]:
+            return None
+        paths = self.inputs[0][1]
+        if not paths:
+            return None
+        schemas = {spark_schema([path]) for path in paths}
+        if len(schemas) != 1 or None in schemas:
+            return None
+        return [part for path in paths for part in parts(path)]
+
+    def link(self, files: list[Path]) -> Produced:
+        """The run's output message made of ``files`` (committed, so immutable): hard links
+        in a fresh attempt directory (copies on another file system), no Spark job."""
+        path = self.attempt_dir()
+        try:
+            path.mkdir(parents=True)
+            for i, part in enumerate(files):
+                link_or_copy(str(part), str(path / f"part-{i:05d}-{part.name}"))
+            rows, size = self.store.stats(path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        return Produced((Written(str(path), rows, size),), path)
+
+    def clean(self) -> None:
+        for path in self.scratch:
+            shutil.rmtree(path, ignore_errors=True)
+        self.scratch.clear()

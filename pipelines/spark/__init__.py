@@ -1,0 +1,1 @@
+"""Engines: Spark sessions, the Spark Connect server, Parquet footers and checksums."""

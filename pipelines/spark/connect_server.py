@@ -1,0 +1,407 @@
+"""A local Spark Connect server: start, stop and status, one per port.
+
+``epochgate spark start`` runs ``sbin/start-connect-server.sh`` from the installed pyspark
+wheel (the wheel is the Spark home) with a local master, listening on 127.0.0.1 only, with the
+small local settings of ``pipelines.spark.session``. Spark's daemon script writes the server's pid
+file and log under ``$EPOCHGATE_HOME/connect/PORT/`` (``pid/`` and ``log/``), so several ports
+can each run a server, and neither file lands in the wheel or in ``/tmp``. Start returns once a
+client has run a query, and prints the ``sc://127.0.0.1:PORT`` URL to pass as ``--spark`` or
+``EPOCHGATE_SPARK``. Stop sends SIGTERM to the pid in the pid file, waits for the process to
+exit, sends SIGKILL if it does not in time, and removes the pid file. ``connect_session`` is
+both around a block of code: a server started for the block, a client session on it, and both
+stopped after it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipelines.errors import ConnectServerError
+from pipelines.settings import CONNECT_DIR, state_dir
+from pipelines.spark._internals import (
+    CONNECT_SERVER_SCRIPT,
+    pyspark_home,
+    quiet_connect_client,
+)
+from pipelines.spark.session import BIND_KEYS, LOCAL_CONF
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 15002
+DEFAULT_MASTER = "local[2]"
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+IDENT = "epochgate"  # SPARK_IDENT_STRING: names the pid and log files
+
+# The server's settings beyond ``LOCAL_CONF``: every socket of the driver on loopback.
+SERVER_CONF = dict.fromkeys(BIND_KEYS, HOST)
+
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ServerStatus:
+    """What runs on one port: the pid from the pid file when that process is the server."""
+
+    port: int
+    pid: int | None
+    log: Path | None
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+    @property
+    def url(self) -> str:
+        return connect_url(self.port)
+
+    def describe(self) -> str:
+        if self.pid is None:
+            return f"not running  {self.url}"
+        log = f"  log {self.log}" if self.log else ""
+        return f"running      {self.url}  pid {self.pid}{log}"
+
+
+def connect_url(port: int) -> str:
+    return f"sc://{HOST}:{port}"
+
+
+def server_dir(port: int) -> Path:
+    """Where the server on ``port`` keeps its pid file and log (absolute)."""
+    return state_dir() / CONNECT_DIR / str(port)
+
+
+def pid_file(port: int) -> Path:
+    return server_dir(port) / "pid" / f"spark-{IDENT}-{SERVER_CLASS}-1.pid"
+
+
+def log_file(port: int) -> Path | None:
+    """The server's current log (Spark's daemon script rotates older ones to ``.out.N``)."""
+    logs = sorted((server_dir(port) / "log").glob(f"spark-{IDENT}-{SERVER_CLASS}-1-*.out"))
+    return max(logs, key=lambda p: p.stat().st_mtime) if logs else None
+
+
+def spark_home(port: int = DEFAULT_PORT) -> Path:
+    """The installed pyspark package, which carries Spark's jars and ``sbin`` scripts."""
+    home = pyspark_home()
+    if not (home / CONNECT_SERVER_SCRIPT).is_file():
+        raise ConnectServerError(
+            port, f"the pyspark package at {home} has no {CONNECT_SERVER_SCRIPT}"
+        )
+    return home
+
+
+def known_ports() -> list[int]:
+    """Ports that have a server directory under the state directory, in order."""
+    root = state_dir() / CONNECT_DIR
+    if not root.is_dir():
+        return []
+    return sorted(int(d.name) for d in root.iterdir() if d.is_dir() and d.name.isdigit())
+
+
+def statuses(port: int | None = None) -> list[ServerStatus]:
+    """The server on ``port``, or when none is given every port the state directory knows
+    (the default port when it knows none)."""
+    ports = [port] if port is not None else known_ports() or [DEFAULT_PORT]
+    return [status(p) for p in ports]
+
+
+def status(port: int = DEFAULT_PORT) -> ServerStatus:
+    """The server on ``port``: running when the pid file names a live Spark Connect server."""
+    pid = _read_pid(pid_file(port))
+    return ServerStatus(port, pid if pid is not None and _is_server(pid) else None, log_file(port))
+
+
+def start(
+    port: int = DEFAULT_PORT,
+    *,
+    master: str = DEFAULT_MASTER,
+    timeout: float = 120.0,
+    echo: Echo = print,
+) -> ServerStatus:
+    """Start a server on ``port`` and wait until a client query runs on it (see module docs).
+
+    Succeeds at once when one already runs there. Raises ``ConnectServerError`` naming the log
+    when the server exits or does not answer within ``timeout`` seconds; the half-started
+    server is stopped then.
+    """
+    _check_port(port)
+    current = status(port)
+    if current.running:
+        echo(f"Spark Connect server already running on port {port} (pid {current.pid})")
+        echo(current.url)
+        return current
+    pid_file(port).unlink(missing_ok=True)  # a stale one, left by a server that died
+    if _accepts(port):
+        raise ConnectServerError(
+            port, "the port is in use by another process; pass --port to choose another"
+        )
+    home = spark_home(port)
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise ConnectServerError(port, "no Java: install Java 17 or set JAVA_HOME")
+    directory = server_dir(port)
+    conf = {
+        **LOCAL_CONF,
+        **SERVER_CONF,
+        "spark.connect.grpc.binding.address": HOST,
+        "spark.connect.grpc.binding.port": str(port),
+    }
+    command = ["bash", str(home / CONNECT_SERVER_SCRIPT), "--master", master]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_PID_DIR": str(directory / "pid"),
+        "SPARK_LOG_DIR": str(directory / "log"),
+        "SPARK_IDENT_STRING": IDENT,
+        "SPARK_LOCAL_IP": HOST,
+        # Python UDF workers of the server run on this interpreter and see its packages.
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    env.pop("SPARK_NO_DAEMONIZE", None)  # it would keep the server in the foreground
+    echo(f"starting a Spark Connect server on port {port} (master {master})")
+    started = time.monotonic()
+    launch = subprocess.run(
+        command,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        start_new_session=True,  # the server outlives this command and its terminal
+        check=False,
+        timeout=60,
+    )
+    pid = _read_pid(pid_file(port))
+    if launch.returncode != 0 or pid is None:
+        said = (launch.stdout + launch.stderr).strip().splitlines()
+        reason = f"the start script failed: {said[-1] if said else f'exit {launch.returncode}'}"
+        raise ConnectServerError(port, reason, log=log_file(port))
+    try:
+        _wait_until_serving(port, pid, deadline=started + timeout)
+    except ConnectServerError:
+        _terminate(port, pid, timeout=10.0)
+        pid_file(port).unlink(missing_ok=True)
+        raise
+    current = status(port)
+    echo(
+        f"Spark Connect server running on port {port} (pid {pid}, "
+        f"{time.monotonic() - started:.1f}s), log {current.log}"
+    )
+    echo(current.url)
+    return current
+
+
+def stop(port: int = DEFAULT_PORT, *, timeout: float = 30.0, echo: Echo = print) -> bool:
+    """Stop the server on ``port``: SIGTERM, then SIGKILL after ``timeout`` seconds. Returns
+    whether one was running; the pid file is gone either way."""
+    _check_port(port)
+    current = status(port)
+    if current.pid is None:
+        pid_file(port).unlink(missing_ok=True)
+        echo(f"no Spark Connect server running on port {port}")
+        return False
+    how = _terminate(port, current.pid, timeout=timeout)
+    pid_file(port).unlink(missing_ok=True)
+    echo(f"stopped the Spark Connect server on port {port} (pid {current.pid}, {how})")
+    return True
+
+
+@dataclass(frozen=True)
+class ConnectedSpark:
+    """A client session on a Spark Connect server, its URL, and the seconds the server took to
+    start (``None`` when it was already running)."""
+
+    spark: SparkSession
+    url: str
+    start_seconds: float | None
+
+
+@contextmanager
+def connect_session(
+    url: str | None = None, *, port: int | None = None, timeout: float = 300.0
+) -> Iterator[ConnectedSpark]:
+    """A client session on the server at ``url``; with no ``url``, on a server started for the
+    block on ``port`` (a free one when ``None``) and stopped after it, by its pid.
+
+    The client's logger is quieted before the session stops: handles still being released when
+    it closes would only warn.
+    """
+
+    from pipelines.spark.session import spark_session
+
+    started: int | None = None
+    seconds: float | None = None
+    if url is None:
+        started = port if port is not None else _free_port()
+        began = time.monotonic()
+        url = start(started, echo=lambda _: None, timeout=timeout).url
+        seconds = time.monotonic() - began
+    try:
+        spark = spark_session(url)
+        try:
+            yield ConnectedSpark(spark, url, seconds)
+        finally:
+            quiet_connect_client()
+            spark.stop()
+    finally:
+        if started is not None:
+            stop(started, echo=lambda _: None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_until_serving(port: int, pid: int, *, deadline: float) -> None:
+    """Return once the port accepts connections and a client's query runs on the server."""
+    while not _accepts(port):
+        if not _is_server(pid):
+            log = log_file(port)
+            why = _first_exception(log)
+            reason = "the server exited while starting" + (f" ({why})" if why else "")
+            raise ConnectServerError(port, reason, log=log)
+        if time.monotonic() > deadline:
+            raise ConnectServerError(
+                port, "the server did not open its port in time", log=log_file(port)
+            )
+        time.sleep(0.25)
+    error = _first_query(port, deadline)
+    if error is not None:
+        raise ConnectServerError(port, f"a client query failed: {error}", log=log_file(port))
+
+
+def _first_query(port: int, deadline: float) -> str | None:
+    """Run ``spark.range(1).count()`` through a client in a child process (so this process
+    holds no session), bounded by ``deadline``; the error's last line, or ``None``."""
+    probe = (
+        "from pyspark.sql import SparkSession\n"
+        f"s = SparkSession.builder.remote({connect_url(port)!r}).getOrCreate()\n"
+        "assert s.range(1).count() == 1\n"
+        "s.stop()\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", probe],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=max(deadline - time.monotonic(), 5.0),
+        )
+    except subprocess.TimeoutExpired:
+        return "no answer in time"
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit {done.returncode}"
+
+
+def _terminate(port: int, pid: int, *, timeout: float) -> str:
+    """End the server process: SIGTERM, then SIGKILL. Says which one it took."""
+    for sig, wait, how in (
+        (signal.SIGTERM, timeout, "SIGTERM"),
+        (signal.SIGKILL, 10.0, "SIGKILL"),
+    ):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return how
+        except PermissionError:
+            raise ConnectServerError(port, f"not allowed to signal pid {pid}") from None
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if exited(pid):
+                return how
+            time.sleep(0.2)
+    raise ConnectServerError(port, f"pid {pid} did not exit after SIGKILL", log=log_file(port))
+
+
+def _first_exception(log: Path | None) -> str | None:
+    """The first exception the server's log names, without the thread it was thrown in."""
+    if log is None:
+        return None
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if "Exception" in line:
+            return line.split('Exception in thread "main" ')[-1].strip()[:300]
+    return None
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _is_server(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) Spark Connect server process; a pid reused by
+    another program does not count."""
+    ps = subprocess.run(
+        ["ps", "-ww", "-o", "stat=", "-o", "args=", "-p", str(pid)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    line = ps.stdout.strip()
+    if ps.returncode != 0 or not line:
+        return False
+    state, _, args = line.partition(" ")
+    return not state.startswith("Z") and SERVER_CLASS in args
+
+
+def exited(pid: int) -> bool:
+    """Whether every thread of ``pid`` has ended (an unreaped zombie has). The JVM's main
+    thread ends early in its shutdown, while other threads still hold the port, so on Linux
+    each thread is looked at; elsewhere ``ps`` tells."""
+    tasks = Path(f"/proc/{pid}/task")
+    if Path("/proc/self/task").is_dir():
+        try:
+            threads = list(tasks.iterdir())
+        except OSError:
+            return True
+        for thread in threads:
+            try:
+                state = (thread / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue  # the thread ended while we looked
+            if state not in ("Z", "X"):
+                return False
+        return True
+    ps = subprocess.run(
+        ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False
+    )
+    state = ps.stdout.strip()
+    return ps.returncode != 0 or not state or state.startswith("Z")
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection((HOST, port), timeout=1.0).close()
+    except OSError:
+        return False
+    return True
+
+
+def _check_port(port: int) -> None:
+    if not 1 <= port <= 65535:
+        raise ConnectServerError(port, "a port is a number from 1 to 65535")

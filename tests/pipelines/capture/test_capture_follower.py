@@ -1,0 +1,139 @@
+"""Following commits: a burst of commits is synced once, by itself, soon after; ``run_stage``
+returns with its capture synced; a command and an exiting process sync before they end."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import time
+import weakref
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pipelines.capture import follower as capture_follower
+from pipelines.capture import log as capture_log
+from pipelines.capture.follower import SYNC_DELAY
+from pipelines.cli.main import main
+from pipelines.examples.bank import WORKERS, pipeline
+from pipelines.run.runtime import Runtime
+from pipelines.spark.session import spark_session
+from progress.ledger import Ledger
+from tests.fixtures import captures
+
+REPO = Path(__file__).resolve().parents[3]
+P = "progress"
+M = "messages"
+EPOCH_0 = [(P, ()), (M, 0), (P, ((0, -1), (1, 1)))]
+
+
+def bank(home: Path, spark: SparkSession | None = None) -> Runtime:
+    """``bank`` with the default follower (``SYNC_DELAY``)."""
+    ledger = Ledger(home / "ledger.duckdb")
+    return Runtime(pipeline(rings=False), ledger, spark or spark_session, home / "data")
+
+
+def test_a_burst_of_commits_is_synced_once_by_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    syncs: list[float] = []
+    real = capture_follower.sync_pipeline
+
+    def counted(*args: object, **kwargs: object) -> int:
+        syncs.append(time.monotonic())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(capture_follower, "sync_pipeline", counted)
+    data = captures.inputs(tmp_path / "raw")
+    rt = bank(tmp_path)
+    rt.capture("card_payments", tmp_path / "worker0", worker=0)
+    commits = 0
+    started = time.monotonic()
+    for source, workers in WORKERS.items():
+        for w in range(workers):
+            handle = rt.input(source, w)
+            for f in data.files(source, 0, w):
+                handle.send(f)
+                commits += 1
+            handle.advance_to(1)
+            commits += 1
+    sent = time.monotonic()
+    deadline = sent + SYNC_DELAY + 10
+    while captures.shapes(tmp_path / "worker0") != EPOCH_0:
+        assert time.monotonic() < deadline, captures.shapes(tmp_path / "worker0")
+        time.sleep(0.02)
+    # Nothing asked for it: the follower's own thread synced, at most once per delay.
+    assert 1 <= len(syncs) <= 1 + (sent - started) / SYNC_DELAY < commits
+    assert all(s >= started + SYNC_DELAY * 0.9 for s in syncs[:1])
+    assert capture_follower.follow(rt.ledger).pending == frozenset()
+
+
+@pytest.mark.spark
+def test_run_stage_returns_with_its_capture_synced(tmp_path: Path, spark: SparkSession) -> None:
+    data = captures.inputs(tmp_path / "raw")
+    rt = bank(tmp_path, spark)
+    rt.capture("valid_cards", tmp_path / "cards")
+    captures.send_epoch(rt, data, 0, hold=False)
+    rt.run_stage("valid_cards", 0)
+    assert captures.shapes(tmp_path / "cards") == EPOCH_0  # at once, not a delay later
+    assert [s.behind for s in rt.captures()] == [0]
+
+
+def test_a_command_syncs_before_it_exits(tmp_path: Path) -> None:
+    rt = bank(tmp_path)
+    rt.capture("card_payments", tmp_path / "worker1", worker=1)
+    base = ["--ledger", str(tmp_path / "ledger.duckdb"), "--data", str(tmp_path / "data")]
+    assert main(["advance", *base, "-p", "bank", "card_payments", "1", "--worker", "1"]) == 0
+    assert captures.shapes(tmp_path / "worker1")[-2:] == [(M, 0), (P, ((0, -1), (1, 1)))]
+
+
+def test_a_process_that_exits_syncs_first(tmp_path: Path) -> None:
+    rt = bank(tmp_path)
+    rt.capture("card_payments", tmp_path / "worker1", worker=1)
+    code = (
+        "import sys; from pathlib import Path; "
+        "from tests.pipelines.capture.test_capture_follower import bank; "
+        "bank(Path(sys.argv[1])).input('card_payments', 1).advance_to(2)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, check=True, timeout=120)
+    assert captures.shapes(tmp_path / "worker1")[-1] == (P, ((0, -1), (2, 1)))
+
+
+def test_a_log_cut_short_inside_its_last_event_gets_it_again(tmp_path: Path) -> None:
+    """A correction at an epoch still open waits for its release: the advance's sync appends
+    the ``Progress`` and the ``Revision`` in one write. A kill inside that write leaves a log
+    whose stream has not moved since its last whole event (the progress's batch is the
+    advance's): the next sync reads the log again and plans it in full, so the revision is
+    appended again."""
+    data = captures.inputs(tmp_path / "raw")
+    rt = captures.runtime(tmp_path, spark_session)
+    rt.capture("card_payments", tmp_path / "worker2", worker=2)
+    worker = rt.input("card_payments", 2)
+    for f in data.files("card_payments", 0, 2):
+        worker.send(f)
+    worker.correct(0, data.files("card_payments", 0, 0)[0])
+    worker.advance_to(1)
+    assert captures.shapes(tmp_path / "worker2")[-2:] == [(P, ((0, -1), (1, 1))), ("revision", 0)]
+    log = tmp_path / "worker2" / capture_log.LOG
+    whole = log.read_bytes()
+    cut = whole.rstrip(b"\n").rfind(b"\n") + 1 + 20  # 20 bytes into the last line
+    log.write_bytes(whole[:cut])
+    assert rt.sync_captures() == 1
+    assert log.read_bytes() == whole
+    assert rt.sync_captures() == 0
+
+
+def test_a_follower_does_not_keep_its_ledger_alive(tmp_path: Path) -> None:
+    ledger = Ledger(tmp_path / "ledger.duckdb")
+    # A delay no timer reaches while the test looks: the sync stays pending until settle().
+    follower = capture_follower.follow(ledger, delay=600.0)
+    follower(frozenset({"bank"}))  # a sync pending: the ledger is held until it is made
+    gone = weakref.ref(ledger)
+    del ledger
+    gc.collect()
+    assert gone() is not None
+    follower.settle()
+    gc.collect()
+    assert gone() is None

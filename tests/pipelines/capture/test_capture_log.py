@@ -1,0 +1,118 @@
+"""The capture directory's event log: written, read back, and refused when damaged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipelines.capture import log as capture_log
+from progress.capture import DataFile, Messages, Progress, Revision, Rule, StreamError
+
+pytestmark = pytest.mark.unit
+
+
+def written(tmp_path: Path) -> Path:
+    d = tmp_path / "cap"
+    capture_log.create(d, capture_log.new_header("bank", "balances", schema="{}"))
+    data = d / "data" / "0.parquet"
+    data.write_bytes(b"rows")
+    f = DataFile("data/0.parquet", 3, 4, capture_log.sha256(data))
+    with capture_log.locked(d):
+        n = capture_log.length(d)
+        capture_log.append(d, n, [Messages(0, (f,)), Progress(((1, 1), (0, -1)))], batches=[7, 7])
+        capture_log.append(d, capture_log.length(d), [Revision(0, (f,))], batches=[9])
+    return d
+
+
+def test_round_trip_with_batches_and_data(tmp_path: Path) -> None:
+    d = written(tmp_path)
+    log = capture_log.read(d, check_data=True)
+    assert log.header.pipeline == "bank"
+    assert log.header.stage == "balances"
+    assert [type(e).__name__ for e in log.events] == ["Messages", "Progress", "Revision"]
+    assert log.batches == (7, 7, 9)
+    assert log.last_batch == 9
+    assert isinstance(log.events[0], Messages)
+    assert log.events[0].rows == 3
+
+
+def test_duckdb_reads_the_log_alone(tmp_path: Path) -> None:
+    d = written(tmp_path)
+    rows = duckdb.sql(
+        f"SELECT index, kind, time FROM read_json('{d / capture_log.LOG}') "
+        "WHERE kind IS NOT NULL ORDER BY index"
+    ).fetchall()
+    assert rows == [(0, "messages", 0), (1, "progress", None), (2, "revision", 0)]
+
+
+def damaged(d: Path, edit: bytes) -> StreamError:
+    (d / capture_log.LOG).write_bytes(edit)
+    with pytest.raises(StreamError) as err:
+        capture_log.read(d)
+    return err.value
+
+
+def test_truncated_flipped_and_foreign_logs_are_refused(tmp_path: Path) -> None:
+    d = written(tmp_path)
+    good = (d / capture_log.LOG).read_bytes()
+    assert damaged(d, good[:-5]).rule is Rule.TRUNCATED
+    i = good.index(b'"time":0')
+    flipped = good[: i + 7] + b"1" + good[i + 8 :]
+    err = damaged(d, flipped)
+    assert (err.rule, err.index) == (Rule.CORRUPT, 0)
+    lines = good.splitlines(keepends=True)
+    assert damaged(d, b"".join([lines[0], lines[2]])).rule is Rule.OUT_OF_ORDER
+    header = capture_log.new_header("bank", "balances").as_json()
+    foreign = capture_log._line(dict(header, version=9)) + b"".join(lines[1:])
+    assert damaged(d, foreign).rule is Rule.FOREIGN
+    assert damaged(d, good.replace(b'"version":1', b'"version":9', 1)).rule is Rule.CORRUPT
+    assert damaged(d, b"").rule is Rule.TRUNCATED
+
+
+def test_data_that_differs_from_its_checksum_is_refused(tmp_path: Path) -> None:
+    d = written(tmp_path)
+    (d / "data" / "0.parquet").write_bytes(b"ROWS")
+    with pytest.raises(StreamError) as err:
+        capture_log.read(d, check_data=True)
+    assert err.value.rule is Rule.DATA_MISSING
+    assert err.value.index == 0
+
+
+def test_a_writer_cuts_a_torn_last_line(tmp_path: Path) -> None:
+    d = written(tmp_path)
+    with (d / capture_log.LOG).open("ab") as fh:
+        fh.write(b'{"index":3,"ki')
+    with pytest.raises(StreamError):
+        capture_log.read(d)
+    with capture_log.locked(d):
+        assert capture_log.length(d) == 3
+    assert len(capture_log.read(d).events) == 3
+
+
+def test_a_log_read_again_checks_what_was_appended_and_any_change_before_it(
+    tmp_path: Path,
+) -> None:
+    d = written(tmp_path)
+    assert capture_log.read(d).frontiers == (0, 0, 1, 1)
+    with capture_log.locked(d):
+        capture_log.append(d, 3, [Progress(((2, 1), (1, -1)))])
+    log = capture_log.read(d)  # the checked prefix is kept; the new line is checked after it
+    assert len(log.events) == 4
+    assert log.frontiers == (0, 0, 1, 1, 2)
+    good = (d / capture_log.LOG).read_bytes()
+
+    with capture_log.locked(d):  # an event that breaks the protocol after the checked prefix
+        capture_log.append(d, 4, [Messages(1, ())])
+    for _ in range(2):  # refused, and refused again: a refusal leaves nothing checked behind
+        with pytest.raises(StreamError) as err:
+            capture_log.read(d)
+        assert (err.value.rule, err.value.index) == (Rule.MESSAGE_WITHOUT_CAPABILITY, 4)
+
+    i = good.index(b'"time":0')  # a flipped byte inside the prefix read before, same size
+    flipped = good[: i + 7] + b"1" + good[i + 8 :]
+    err = damaged(d, flipped)
+    assert (err.rule, err.index) == (Rule.CORRUPT, 0)
+    (d / capture_log.LOG).write_bytes(good)
+    assert len(capture_log.read(d).events) == 4

@@ -1,0 +1,224 @@
+"""Spark Connect: ``epochgate spark start|stop|status`` and the bank demo through a server.
+
+Every command runs in a child process with ``EPOCHGATE_HOME`` in the test's directory: the
+suite's own classic session (tests/conftest.py) stays the only Spark in the pytest process.
+The server fixture stops its server by pid even when the test fails, and kills it if needed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.sockets import accepts, free_port, listening, loopback
+
+pytestmark = pytest.mark.spark
+
+EPOCHGATE = Path(sys.executable).parent / "epochgate"
+PID_GLOB = "connect/*/pid/*.pid"
+
+
+@dataclass(frozen=True)
+class Server:
+    port: int
+    home: Path
+    pid: int
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+
+def epochgate(*args: str, home: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """Run the console script with its state under ``home`` (and its cwd beside it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env["EPOCHGATE_HOME"] = str(home)
+    home.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [str(EPOCHGATE), *args],
+        env=env,
+        cwd=home.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def alive(pid: int) -> bool:
+    """Whether any thread of ``pid`` still runs (the JVM's main thread ends first when it
+    shuts down; an unreaped zombie has ended)."""
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return False
+    for thread in threads:
+        try:
+            state = (thread / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            return True
+    return False
+
+
+def kill_leftovers(home: Path) -> None:
+    """SIGKILL any server a pid file under ``home`` still names (after a failed stop)."""
+    for pid_file in home.glob(PID_GLOB):
+        pid = int(pid_file.read_text().strip())
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    port, home = free_port(), tmp_path / "home"
+    try:
+        started = epochgate("spark", "start", "--port", str(port), home=home, timeout=180)
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.strip().splitlines()[-1] == f"sc://127.0.0.1:{port}"
+        (pid_file,) = home.glob(PID_GLOB)
+        yield Server(port, home, int(pid_file.read_text().strip()))
+    finally:
+        epochgate("spark", "stop", "--port", str(port), home=home, timeout=60)
+        kill_leftovers(home)
+
+
+def test_bank_demo_runs_through_a_connect_server(server: Server, tmp_path: Path) -> None:
+    assert alive(server.pid)
+    sockets = listening(server.pid)  # its gRPC port, driver RPC and block manager
+    assert server.port in [port for _, port in sockets]
+    outside = [f"{address}:{port}" for address, port in sockets if not loopback(address)]
+    assert outside == [], f"the server listens beyond 127.0.0.1: {outside}"
+    status = epochgate("spark", "status", home=server.home)
+    assert f"running      {server.url}  pid {server.pid}" in status.stdout
+
+    again = epochgate("spark", "start", "--port", str(server.port), home=server.home)
+    assert again.returncode == 0, again.stderr
+    assert f"already running on port {server.port} (pid {server.pid})" in again.stdout
+
+    demo = epochgate(
+        "demo",
+        *("--epochs", "2", "--rows", "200", "--accounts", "20"),
+        *("--home", str(tmp_path / "demo"), "--spark", server.url),
+        home=server.home,
+        timeout=240,
+    )
+
+    stopped = epochgate("spark", "stop", "--port", str(server.port), home=server.home)
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"stopped the Spark Connect server on port {server.port}" in stopped.stdout
+    deadline = time.monotonic() + 10
+    while alive(server.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(server.pid)
+    assert not accepts(server.port)
+    assert not list(server.home.glob(PID_GLOB))
+    status = epochgate("spark", "status", "--port", str(server.port), home=server.home)
+    assert f"not running  {server.url}" in status.stdout
+
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert "8 stages x 2 epochs verified" in demo.stdout
+    assert "ledger: ok" in demo.stdout
+
+
+def test_stop_and_status_when_nothing_runs(tmp_path: Path) -> None:
+    port, home = free_port(), tmp_path / "home"
+    stopped = epochgate("spark", "stop", "--port", str(port), home=home)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.strip() == f"no Spark Connect server running on port {port}"
+    status = epochgate("spark", "status", home=home)
+    assert status.stdout.strip() == "not running  sc://127.0.0.1:15002"
+
+
+def test_start_refuses_a_port_another_process_holds(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = epochgate("spark", "start", "--port", str(port), home=home)
+    assert started.returncode == 1
+    assert started.stderr.strip() == (
+        f"epochgate: Spark Connect server on port {port}: the port is in use by another "
+        "process; pass --port to choose another"
+    )
+    assert not list(home.glob(PID_GLOB))
+
+
+def test_a_server_that_cannot_start_names_why_and_its_log(tmp_path: Path) -> None:
+    port, home = free_port(), tmp_path / "home"
+    try:
+        started = epochgate(
+            "spark", "start", "--port", str(port), "--master", "bogus://nowhere", home=home
+        )
+        assert started.returncode == 1
+        error = started.stderr.strip()
+        assert error.startswith(
+            f"epochgate: Spark Connect server on port {port}: the server exited while starting "
+            "(org.apache.spark.SparkException: Master must either be yarn or start with"
+        )
+        (log,) = home.glob("connect/*/log/*.out")
+        assert error.endswith(f"; its log is {log.resolve()}")
+        assert not list(home.glob(PID_GLOB))
+    finally:
+        kill_leftovers(home)
+
+
+def test_a_client_without_a_server_fails_at_once(tmp_path: Path) -> None:
+    port, home = free_port(), tmp_path / "home"
+    url = f"sc://127.0.0.1:{port}"
+    # Columns in another order than the schema's: the file needs Spark to be sent.
+    accounts = tmp_path / "accounts.parquet"
+    pq.write_table(pa.table({"region": ["north"], "holder": ["Ann"], "account_id": [1]}), accounts)
+    sent = epochgate("send", "-p", "bank", "accounts", str(accounts), "--spark", url, home=home)
+    assert sent.returncode == 1
+    assert sent.stderr.strip() == (
+        f"epochgate: cannot use Spark at {url}: no Spark Connect server answers "
+        f"(Connection refused); start one with: epochgate spark start --port {port}"
+    )
+    assert epochgate("status", home=home).stdout.strip() == "no pipelines registered"
+
+
+SESSION = """
+import sys
+from pipelines.spark import connect_server
+
+with connect_server.connect_session(port=int(sys.argv[1]), timeout=180) as connected:
+    print(connected.url, connected.spark.range(3).count(), connected.start_seconds is not None)
+"""
+
+
+def test_a_connect_session_starts_its_server_and_stops_it_after_the_block(tmp_path: Path) -> None:
+    port, home = free_port(), tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env["EPOCHGATE_HOME"] = str(home)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", SESSION, str(port)],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip().splitlines()[-1] == f"sc://127.0.0.1:{port} 3 True"
+        assert not accepts(port)
+        assert not list(home.glob(PID_GLOB))
+    finally:
+        kill_leftovers(home)
