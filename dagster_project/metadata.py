@@ -20,6 +20,7 @@ from pipelines.run.runtime import RunResult
 from pipelines.stages.pipeline import Pipeline, Stage
 from progress import Target, Time, Tracker
 from progress.ledger import Ledger, MessageRecord, MessageRef
+from progress.run_status import RunStatus
 from progress.timestamp import time_metadata
 
 
@@ -152,7 +153,11 @@ def materialized(
             batch = messages[0].batch_id
             runs = ledger.history(p, stage.name, result.epoch).runs
             attempt = next(
-                (r.attempt for r in runs if r.batch_id == batch and r.status == "succeeded"),
+                (
+                    r.attempt
+                    for r in runs
+                    if r.batch_id == batch and r.status is RunStatus.SUCCEEDED
+                ),
                 None,
             )
     return Materialized(result, out_time, messages, attempt, reads, tuple(frontier))

@@ -22,7 +22,7 @@ import dagster as dg
 from dagster_project.names import stage_key
 from dagster_project.partitions import epoch_key
 from pipelines.stages.pipeline import Pipeline
-from progress.ledger import Ledger, MessageRecord
+from progress.ledger import Ledger, MessageRecord, OriginKind
 
 DATA_VERSION_TAG = "dagster/data_version"
 """Dagster's tag for the data version an event reports."""
@@ -97,7 +97,9 @@ def read_sources(
     out = []
     for source, epoch in wanted:
         history = ledger.history(p, source, epoch)
-        by_batch = {b.batch_id: (b.worker, b.origin == "correction") for b in history.batches}
+        by_batch = {
+            b.batch_id: (b.worker, b.origin is OriginKind.CORRECTION) for b in history.batches
+        }
         current = tuple(m for m in history.messages if m.current and m.port == 0)
         workers = {m.attempt: by_batch.get(m.batch_id, (None, False)) for m in current}
         out.append(SourcePartition(p, source, epoch, current, workers))

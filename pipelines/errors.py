@@ -46,12 +46,14 @@ from progress.errors import (
     WorkerMovedError,
     WorkerTimeError,
 )
+from progress.sentences import no_such_stage
 
 __all__ = [
     "EpochgateError",
     # pipelines: definitions, inputs, runs, reads
     "PipelineError",
     "PipelineDefinitionError",
+    "UnknownStageError",
     "InputValidationError",
     "InputChangedError",
     "InvalidEpochError",
@@ -135,10 +137,30 @@ class PipelineDefinitionError(PipelineError, ValueError):
         self.stage = stage
         self.argument = argument
         self.reason = reason
-        where = f"pipeline {pipeline!r}" + (f", stage {stage!r}" if stage else "")
-        if argument:
-            where += f", argument {argument!r}"
-        super().__init__(f"{where}: {reason}")
+        super().__init__(self.sentence())
+
+    def sentence(self) -> str:
+        """``pipeline 'p', stage 's', argument 'a': reason``."""
+        where = f"pipeline {self.pipeline!r}" + (f", stage {self.stage!r}" if self.stage else "")
+        if self.argument:
+            where += f", argument {self.argument!r}"
+        return f"{where}: {self.reason}"
+
+
+class UnknownStageError(PipelineDefinitionError, UnknownNodeError):
+    """A stage name the pipeline does not have, given to any call or command that takes one
+    (``read``, ``lookup``, ``backfill``, ``input``, ``blockers``, ...): one sentence everywhere,
+    with the closest names. It is a ``PipelineDefinitionError`` (``err.stage`` names it) and a
+    ``KeyError``, as an unknown node of the progress graph is."""
+
+    def __init__(self, pipeline: str, stage: str, known: Sequence[str]) -> None:
+        self.pipeline, self.stage, self.argument = pipeline, stage, None
+        self.node, self.known = stage, tuple(known)
+        self.reason = no_such_stage(stage, known)
+        Exception.__init__(self, self.sentence())  # the bases' own messages are not this one
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class InputValidationError(PipelineError, ValueError):

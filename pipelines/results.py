@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 from progress import Time
+from progress.run_status import RunStatus
 
-
-class RunStatus(StrEnum):
-    """How a ``run_stage`` ended."""
-
-    SUCCEEDED = "succeeded"
-    REVISED = "revised"
-    DONE_ALREADY = "done-already"
+__all__ = ["RunResult", "RunStatus"]
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ it (``- source card_payments, worker 2, still holds epoch 7``) or make a sentenc
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 from progress.timestamp import Time, describe_time
@@ -89,3 +90,17 @@ def reads_wait(stage: str, keys: int, time: Time, holds: Sequence[str]) -> str:
     '2 pending read(s) of sums as of epoch 3 wait: source cards, worker 2, still holds epoch 3'
     """
     return f"{keys} pending read(s) of {stage} as of {describe_time(time)} wait: {'; '.join(holds)}"
+
+
+def no_such_stage(stage: str, known: Sequence[str]) -> str:
+    """A stage name that is not in the pipeline, with the closest known names.
+
+    >>> no_such_stage("vaild", ["orders", "valid", "totals"])
+    "no such stage (did you mean 'valid'?); its stages: orders, valid, totals"
+    >>> no_such_stage("x", [])
+    'no such stage; it has no stages'
+    """
+    close = difflib.get_close_matches(stage, list(known), n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    stages = f"its stages: {', '.join(known)}" if known else "it has no stages"
+    return f"no such stage{hint}; {stages}"

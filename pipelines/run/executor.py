@@ -238,7 +238,7 @@ class Executor:
         except Exception as err:
             found = disk.failure(err)
             try:
-                self.ledger.finish_run(run.run_id, "failed", error=first_line(err))
+                self.ledger.finish_run(run.run_id, RunStatus.FAILED, error=first_line(err))
             except LedgerStorageError:
                 if found is None:  # the ledger's disk is the trouble, not the stage
                     raise
@@ -278,7 +278,7 @@ class Executor:
                     messages=self._entries(worked),
                     origin=Origin.stage(stage.name, epoch, run=kind),
                 )
-                status = "skipped" if result.repeated else "succeeded"
+                status = RunStatus.DONE_ALREADY if result.repeated else RunStatus.SUCCEEDED
                 self.ledger.finish_run(run.run_id, status, batch_id=result.batch_id)
         except LedgerStorageError as err:
             # Rolled back: the attempt stays as a killed run leaves it, never seen, and is

@@ -421,6 +421,7 @@ class Runtime:
     def blockers(self, stage_name: str, epoch: Time) -> list[str]:
         """What keeps ``stage_name`` from running ``epoch``, one sentence per holder ("source
         orders, worker 0, still holds epoch 1"); none when it is ready or done."""
+        self.pipeline.stage(stage_name)  # an unknown name: the one sentence every call gives
         return [h.text for h in self.ledger.blockers(self.pipeline.name, stage_name, epoch)]
 
     # -- keyed state ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelines.errors import PipelineDefinitionError
+from pipelines.errors import PipelineDefinitionError, UnknownStageError
 from pipelines.stages.aggregate import AggregateStage, aggregations
 from pipelines.stages.arguments import (
     check_columns,
@@ -490,9 +490,9 @@ class Pipeline:
         return self.stage(name).columns(self.columns)
 
     def stage(self, name: str) -> Stage:
+        """The spec of stage ``name``; ``UnknownStageError`` (with the closest names) if none."""
         if name not in self._stages:
-            known = ", ".join(self._stages)
-            raise PipelineDefinitionError(self.name, name, f"no such stage; stages: {known}")
+            raise UnknownStageError(self.name, name, list(self._stages))
         return self._stages[name]
 
     def graph(self) -> Graph:

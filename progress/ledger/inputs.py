@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from progress.errors import LedgerError, WorkerMovedError
 from progress.handles import InputHandle
-from progress.ledger.records import CommitResult, MessageEntry, Origin
+from progress.ledger.records import CommitResult, MessageEntry, Origin, OriginKind
 from progress.ledger.sessions import Session
 from progress.ledger.writer import committed, write_batch
 from progress.timestamp import Time, time_from_columns, time_to_columns
@@ -72,7 +72,7 @@ def send(
                 raise WorkerMovedError(pipeline, node, worker, message.time, time)
             m = message
             entries.append(MessageEntry(node, port, time, m.attempt, m.path, m.rows, m.bytes))
-        return batch, entries, Origin("send", node, worker, time)
+        return batch, entries, Origin(OriginKind.SEND, node, worker, time)
 
     return Action(lambda handle: key, effect)
 

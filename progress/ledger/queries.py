@@ -16,6 +16,7 @@ from progress.ledger.records import (
     Hold,
     MessageRecord,
     MessageRef,
+    OriginKind,
     RunKind,
     RunRecord,
     StageStatus,
@@ -24,6 +25,7 @@ from progress.ledger.runs import alive
 from progress.ledger.schema import location_from_columns
 from progress.ledger.sessions import Session
 from progress.location import Source, Target
+from progress.run_status import RunStatus
 from progress.timestamp import Time, time_from_columns, time_to_columns
 from progress.tracker import Blocker, Tracker
 
@@ -172,7 +174,8 @@ def live_paths(s: Session, pipeline: str) -> list[str]:
         )
     ]
     running = s.rows(
-        "SELECT attempt, pid FROM runs WHERE pipeline = ? AND status = 'running'", [pipeline]
+        "SELECT attempt, pid FROM runs WHERE pipeline = ? AND status = ?",
+        [pipeline, RunStatus.RUNNING.value],
     )
     return paths + [f"attempt={a}" for a, pid in running if a and alive(pid)]
 
@@ -250,12 +253,14 @@ def history(s: Session, pipeline: str, stage: str, time: Time) -> History:
         stage,
         time,
         tuple(
-            BatchRecord(b, k, o, n, w, None if a is None else time_from_columns(a, c), u, at)
+            BatchRecord(
+                b, k, OriginKind(o), n, w, None if a is None else time_from_columns(a, c), u, at
+            )
             for b, k, o, n, w, a, c, u, at in batches
         ),
         tuple(message_record(r) for r in messages),
         tuple(
-            RunRecord(r, st, time_from_columns(a, c), att, status, pid, sa, fa, bid, err)
+            RunRecord(r, st, time_from_columns(a, c), att, RunStatus(status), pid, sa, fa, bid, err)
             for r, st, a, c, att, status, pid, sa, fa, bid, err in runs
         ),
     )
@@ -274,8 +279,8 @@ def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[S
         done.setdefault(node, []).append(time_from_columns(t0, t1))
     running: dict[str, list[Time]] = {}
     for node, t0, t1, pid in s.rows(
-        "SELECT DISTINCT stage, t0, t1, pid FROM runs WHERE pipeline = ? AND status = 'running'",
-        [pipeline],
+        "SELECT DISTINCT stage, t0, t1, pid FROM runs WHERE pipeline = ? AND status = ?",
+        [pipeline, RunStatus.RUNNING.value],
     ):
         if alive(pid):
             running.setdefault(node, []).append(time_from_columns(t0, t1))

@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from progress.location import Location
+from progress.run_status import RunStatus
 from progress.timestamp import Time
 from progress.tracker import Blocker
 
@@ -27,6 +28,17 @@ class RunKind(StrEnum):
     REVISION = "revision"
 
 
+class OriginKind(StrEnum):
+    """Who committed a batch, by kind."""
+
+    SYSTEM = "system"
+    REGISTER = "register"
+    INPUT = "input"
+    SEND = "send"
+    CORRECTION = "correction"
+    STAGE = "stage"
+
+
 @dataclass(frozen=True)
 class Origin:
     """Who committed a batch: registration, an input worker (its sends, its advances and close,
@@ -36,7 +48,7 @@ class Origin:
     the rounds of an iterative stage's scope (they are steps of one run, not runs).
     """
 
-    kind: str
+    kind: OriginKind
     node: str | None = None
     worker: int | None = None
     time: Time | None = None
@@ -44,16 +56,16 @@ class Origin:
 
     @staticmethod
     def system() -> Origin:
-        return Origin("system")
+        return Origin(OriginKind.SYSTEM)
 
     @staticmethod
     def input(node: str, worker: int) -> Origin:
-        return Origin("input", node, worker)
+        return Origin(OriginKind.INPUT, node, worker)
 
     @staticmethod
     def correction(node: str, worker: int, time: Time) -> Origin:
         """Input worker ``worker`` of ``node`` replaced its messages at ``time``."""
-        return Origin("correction", node, worker, time)
+        return Origin(OriginKind.CORRECTION, node, worker, time)
 
     @staticmethod
     def stage(node: str, time: Time, run: RunKind | None = None) -> Origin:
@@ -62,7 +74,7 @@ class Origin:
         >>> Origin.stage("validate", 3, RunKind.REVISION).run
         <RunKind.REVISION: 'revision'>
         """
-        return Origin("stage", node, None, time, run)
+        return Origin(OriginKind.STAGE, node, None, time, run)
 
 
 @dataclass(frozen=True)
@@ -135,7 +147,7 @@ class Hold:
 class BatchRecord:
     batch_id: int
     key: str
-    origin: str
+    origin: OriginKind
     node: str | None
     worker: int | None
     time: Time | None
@@ -149,7 +161,7 @@ class RunRecord:
     stage: str
     time: Time
     attempt: str | None
-    status: str
+    status: RunStatus
     pid: int | None
     started_at: datetime
     finished_at: datetime | None

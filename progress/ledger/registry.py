@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from progress.errors import GraphChangeError
 from progress.graph import Graph
-from progress.ledger.records import Origin, Registration
+from progress.ledger.records import Origin, OriginKind, Registration
 from progress.ledger.sessions import Session
 from progress.ledger.writer import write_batch
 from progress.location import Target
@@ -62,7 +62,7 @@ def register(
         graph=graph,
         batch=initial + announce,
         key=f"{outcome}:{digest}",
-        origin=Origin("register"),
+        origin=Origin(OriginKind.REGISTER),
         messages=(),
     )
     for name in added:

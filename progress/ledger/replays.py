@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from progress.errors import LedgerError
 from progress.handles import InputHandle
 from progress.ledger import inputs
-from progress.ledger.records import MessageEntry, Origin
+from progress.ledger.records import MessageEntry, Origin, OriginKind
 from progress.ledger.sessions import Session
 from progress.timestamp import Time, time_to_columns
 
@@ -145,7 +145,11 @@ def _action(pipeline: str, place: Place, f: Feed, to: Time | None) -> inputs.Act
     def effect(handle: InputHandle, s: Session) -> inputs.InputEffect:
         if isinstance(step, Send):
             m = step.message
-            return handle.send(m.port, at=m.time), [m], Origin("send", node, worker, m.time)
+            return (
+                handle.send(m.port, at=m.time),
+                [m],
+                Origin(OriginKind.SEND, node, worker, m.time),
+            )
         if isinstance(step, Revise):
             m = step.message
             _replace(s, pipeline, node, stream, m)

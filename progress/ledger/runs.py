@@ -6,6 +6,7 @@ import os
 import uuid
 
 from progress.ledger.sessions import Session
+from progress.run_status import RunStatus
 from progress.timestamp import Time, time_to_columns
 
 
@@ -15,19 +16,19 @@ def start_run(s: Session, pipeline: str, stage: str, time: Time, attempt: str | 
     t0, t1 = time_to_columns(time)
     s.graph(pipeline).node(stage)
     s.con.execute(
-        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, 'running', ?, now(), NULL, NULL, NULL)",
-        [run_id, pipeline, stage, t0, t1, attempt, os.getpid()],
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, now(), NULL, NULL, NULL)",
+        [run_id, pipeline, stage, t0, t1, attempt, RunStatus.RUNNING.value, os.getpid()],
     )
     return run_id
 
 
 def finish_run(
-    s: Session, run_id: str, status: str, batch_id: int | None, error: str | None
+    s: Session, run_id: str, status: RunStatus, batch_id: int | None, error: str | None
 ) -> None:
-    """Record how a run ended: ``succeeded``, ``skipped`` or ``failed``."""
+    """Record how a run ended: ``SUCCEEDED``, ``DONE_ALREADY`` or ``FAILED``."""
     s.con.execute(
         "UPDATE runs SET status = ?, finished_at = now(), batch_id = ?, error = ? WHERE run_id = ?",
-        [status, batch_id, error, run_id],
+        [RunStatus(status).value, batch_id, error, run_id],
     )
 
 

@@ -43,6 +43,7 @@ from progress.ledger.records import (
 )
 from progress.ledger.sessions import CommitListener, Sessions
 from progress.location import Location
+from progress.run_status import RunStatus
 from progress.timestamp import Time
 from progress.tracker import Tracker, Update
 
@@ -282,9 +283,13 @@ class Ledger:
             return runs.start_run(s, pipeline, stage, time, attempt)
 
     def finish_run(
-        self, run_id: str, status: str, batch_id: int | None = None, error: str | None = None
+        self,
+        run_id: str,
+        status: RunStatus,
+        batch_id: int | None = None,
+        error: str | None = None,
     ) -> None:
-        """Record how a run ended: ``succeeded``, ``skipped`` or ``failed``."""
+        """Record how a run ended: ``SUCCEEDED``, ``DONE_ALREADY`` or ``FAILED``."""
         with self._sessions.transaction() as s:
             runs.finish_run(s, run_id, status, batch_id, error)
 

@@ -83,7 +83,7 @@ def write_batch(
         "INSERT INTO batches (batch_id, pipeline, key, origin, node, worker, t0, t1, n_updates, "
         "committed_at, run_kind) VALUES (nextval('batch_ids'), ?, ?, ?, ?, ?, ?, ?, ?, now(), ?) "
         "RETURNING batch_id",
-        [pipeline, key, origin.kind, origin.node, origin.worker, o0, o1, len(rows), run],
+        [pipeline, key, origin.kind.value, origin.node, origin.worker, o0, o1, len(rows), run],
     ).fetchone()[0]
     if rows:
         # One list parameter per column: far cheaper to bind than a row of parameters each.
