@@ -20,6 +20,7 @@ from progress.errors import (
 )
 from progress.graph import Graph
 from progress.location import Location
+from progress.sentences import worker_problem
 from progress.timestamp import Time, less_equal, validate_time
 from progress.tracker import Tracker, Update
 
@@ -74,10 +75,9 @@ class InputHandle:
         spec = graph.node(node)
         if spec.inputs:
             raise HandleError(f"node {node!r} has inputs; only input nodes take input handles")
-        if type(worker) is not int or not 0 <= worker < spec.workers:
-            raise HandleError(
-                f"input {node!r} has {spec.workers} worker(s); there is no worker {worker!r}"
-            )
+        problem = worker_problem(worker, spec.workers)
+        if problem is not None:
+            raise HandleError(f"input {node!r} has {spec.workers} worker(s); {problem}")
         self.node = node
         self.worker = worker
         self.pipeline = pipeline

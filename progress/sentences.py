@@ -104,3 +104,19 @@ def no_such_stage(stage: str, known: Sequence[str]) -> str:
     hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
     stages = f"its stages: {', '.join(known)}" if known else "it has no stages"
     return f"no such stage{hint}; {stages}"
+
+
+def worker_problem(worker: object, workers: int) -> str | None:
+    """What is wrong with ``worker`` as the index of one of ``workers`` input workers (None:
+    nothing): the one check of a worker index, wherever one is given.
+
+    >>> worker_problem(1, 2) is None
+    True
+    >>> worker_problem(2, 2)
+    'there is no worker 2 (workers: 0 .. 1)'
+    >>> worker_problem("0", 1)
+    "there is no worker '0' (workers: 0 .. 0)"
+    """
+    if type(worker) is int and 0 <= worker < workers:
+        return None
+    return f"there is no worker {worker!r} (workers: 0 .. {workers - 1})"

@@ -41,6 +41,15 @@ WRITER_TIMEOUT = 6 * 3600.0
 """Seconds a run of a stateful stage waits for another process's run of the same stage."""
 
 
+def add_counts(con: Any, pipeline: str, stage: str, values: Sequence[int]) -> None:
+    """Add ``values`` (one per ``COUNTERS``) to a stage's counters, in ``con``'s transaction:
+    one row appended, none when every value is 0 (no index to keep: a hit stays cheap)."""
+    if any(values):
+        con.execute(
+            "INSERT INTO partial_stats VALUES (?, ?, ?, ?, ?, ?)", [pipeline, stage, *values]
+        )
+
+
 def parquet(files: str) -> str:
     """SQL reading Parquet ``files`` (a parameter or a quoted literal) as they are: the
     ``key=value`` directories of the data plane are not columns."""
@@ -219,11 +228,7 @@ class KeyedState:
         counts, self._counts = self._counts, {}
         marks, self._marks = self._marks, {}
         for (pipeline, stage), values in counts.items():
-            if any(values):
-                con.execute(
-                    "INSERT INTO partial_stats VALUES (?, ?, ?, ?, ?, ?)",
-                    [pipeline, stage, *values],
-                )
+            add_counts(con, pipeline, stage, values)
         for (pipeline, stage, key), read in marks.items():
             present = ident(pipeline, stage, "present")
             if not read or not self.exists(con, present):

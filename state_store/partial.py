@@ -21,7 +21,7 @@ from typing import Any
 
 from progress import faults
 from progress.faults import FaultPoint
-from state_store.keyed import COUNTERS, KeyedState, ident, parquet
+from state_store.keyed import COUNTERS, KeyedState, add_counts, ident, parquet
 
 Key = tuple[Any, ...]
 
@@ -71,13 +71,9 @@ class PartialKeys:
 
     @staticmethod
     def _count(con: Any, pipeline: str, stage: str, **counts: int) -> None:
-        """Add to a stage's counters: one row appended (no index to keep: a hit stays cheap);
-        ``counts`` sums them, and a fill or an eviction folds them into one row."""
-        if any(counts.values()):
-            values = [counts.get(name, 0) for name in COUNTERS]
-            con.execute(
-                "INSERT INTO partial_stats VALUES (?, ?, ?, ?, ?, ?)", [pipeline, stage, *values]
-            )
+        """Add to a stage's counters (``add_counts``); a fill or an eviction folds them into
+        one row."""
+        add_counts(con, pipeline, stage, [counts.get(name, 0) for name in COUNTERS])
 
     @staticmethod
     def _fold_counts(con: Any, pipeline: str, stage: str) -> None:
@@ -87,7 +83,7 @@ class PartialKeys:
             f"SELECT {sums} FROM partial_stats WHERE pipeline = ? AND stage = ?", [pipeline, stage]
         ).fetchall()[0]
         con.execute("DELETE FROM partial_stats WHERE pipeline = ? AND stage = ?", [pipeline, stage])
-        con.execute("INSERT INTO partial_stats VALUES (?, ?, ?, ?, ?, ?)", [pipeline, stage, *row])
+        add_counts(con, pipeline, stage, row)
 
     @staticmethod
     def _asked(con: Any, key: Sequence[str], keys: Sequence[Key]) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.capture.log import Header, read_header
 from pipelines.errors import PipelineDefinitionError
+from pipelines.stages.arguments import check_workers
 from pipelines.stages.replayed import ReplayStage
 from progress.capture import StreamError
 
@@ -37,10 +38,7 @@ def replay_stage(
             "a replayed source needs at least one capture directory",
             argument="directories",
         )
-    if type(workers) is not int or workers < 1:
-        raise PipelineDefinitionError(
-            pipeline, name, "a replayed source needs at least one worker", argument="workers"
-        )
+    workers = check_workers(pipeline, name, workers, ReplayStage.kind)
     paths = [str(Path(d).resolve()) for d in directories]
     repeated = sorted({p for p in paths if paths.count(p) > 1})
     if repeated:

@@ -38,6 +38,7 @@ from pipelines.run.storage import DataStore, new_attempt
 from pipelines.stages.kinds import DimensionStage, Feed, SourceStage
 from progress import Graph, InputHandle, Time
 from progress.ledger import CommitResult, Ledger, MessageEntry
+from progress.sentences import worker_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -102,13 +103,9 @@ def source_worker(pipeline: Pipeline, source: str, worker: int) -> SourceStage:
             "epochgate replay), not its input handles",
             pipeline=pipeline.name,
         )
-    if type(worker) is not int or not 0 <= worker < stage.workers:
-        raise InputValidationError(
-            source,
-            None,
-            f"there is no worker {worker!r} (workers: 0 .. {stage.workers - 1})",
-            pipeline=pipeline.name,
-        )
+    problem = worker_problem(worker, stage.workers)
+    if problem is not None:
+        raise InputValidationError(source, None, problem, pipeline=pipeline.name)
     return stage
 
 

@@ -223,3 +223,13 @@ def check_sink_path(pipeline: str, stage: str, path: object) -> str:
         if normal == os.curdir:
             raise refuse("is the runtime's home itself: name a directory under it")
     return path
+
+
+def check_workers(pipeline: str, stage: str, workers: object, kind: str) -> int:
+    """``workers`` must be an int >= 1: the input workers of a source of ``kind`` (as people
+    call it: "source", "dimension source", "replayed source")."""
+    if type(workers) is not int or workers < 1:
+        raise PipelineDefinitionError(
+            pipeline, stage, f"a {kind} needs at least one worker", argument="workers"
+        )
+    return workers

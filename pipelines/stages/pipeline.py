@@ -32,6 +32,7 @@ from pipelines.stages.arguments import (
     check_name,
     check_schema,
     check_sink_path,
+    check_workers,
     missing_columns,
 )
 from pipelines.stages.clock import (
@@ -204,11 +205,8 @@ class Pipeline:
     ) -> SourceStage:
         """A source spec of ``kind``, or an error naming what does not fit."""
         check_name(self.name, name, "source")
-        if type(workers) is not int or workers < 1:
-            what = "source" if kind is SourceStage else f"{kind.kind} source"
-            raise PipelineDefinitionError(
-                self.name, name, f"a {what} needs at least one worker", argument="workers"
-            )
+        what = "source" if kind is SourceStage else f"{kind.kind} source"
+        workers = check_workers(self.name, name, workers, what)
         schema = check_schema(self.name, name, schema)
         keys = check_key(self.name, name, key, schema, required=False)
         if not isinstance(close, Explicit | AfterEpochEnd | DoneMarkers):
