@@ -65,7 +65,7 @@ from scratch import scratch
 from sensor_tick import dagster_instance, part_b
 
 from dagster_project.definitions import build_definitions
-from dagster_project.driver import DriveError, Driver
+from dagster_project.dev.driver import DriveError, Driver
 from dagster_project.resources import LedgerResource, SparkResource
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, generate

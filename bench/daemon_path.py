@@ -13,7 +13,7 @@ timed from the last advance too. The first ``warmup`` epochs of each side are no
 
 Printed per side: each epoch's seconds and the median; for the daemon sides, where the seconds
 of an epoch go (medians over the counted epochs): the sensor (last advance to the first run
-queued) and the parts of its runs (``dagster_project.run_timeline``). Then the goal: at most
+queued) and the parts of its runs (``dagster_project.dev.run_timeline``). Then the goal: at most
 the sensor interval + 1.5x the direct time, met or not.
 """
 
@@ -36,10 +36,10 @@ import yaml
 from results_file import about_this_run, write_section
 from scratch import scratch
 
-from dagster_project import dev_server
-from dagster_project.demo import INSTANCE_CONFIG
+from dagster_project.dev import server as dev_server
+from dagster_project.dev.instance import INSTANCE_CONFIG
+from dagster_project.dev.run_timeline import Timeline, run_timeline
 from dagster_project.names import EPOCH_TAG
-from dagster_project.run_timeline import Timeline, run_timeline
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, generate
 from pipelines.run.runtime import Runtime
@@ -185,7 +185,7 @@ def daemon_side(  # noqa: PLR0917 (one side's setting)
     ledger = Ledger(state / "ledger.duckdb")
     rt = Runtime(bank.pipeline(), ledger, spark, state / "data")
     measured = Measured(f"daemon, {launcher} launcher")
-    dev = dev_server.start(here, env, port)
+    dev = dev_server.start(here, env, port, workspace=REPO / "workspace.yaml")
     try:
         dev_server.wait_until_serving(dev)
         with dg.DagsterInstance.from_config(str(home)) as instance:

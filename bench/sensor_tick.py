@@ -25,8 +25,9 @@ from results_file import spread
 from scratch import scratch
 
 from dagster_project.definitions import build_definitions
-from dagster_project.demo import INSTANCE_CONFIG
-from dagster_project.driver import Driver
+from dagster_project.dev.driver import Driver
+from dagster_project.dev.instance import INSTANCE_CONFIG
+from dagster_project.in_flight import in_flight_stages
 from dagster_project.names import (
     EPOCH_TAG,
     PARTITION_TAG,
@@ -37,11 +38,12 @@ from dagster_project.names import (
 )
 from dagster_project.partitions import epoch_key, partitions_name
 from dagster_project.resources import LedgerResource, SparkResource
-from dagster_project.sensors import in_flight_stages, read_tick
+from dagster_project.sensors import read_tick
 from pipelines.run.runtime import run_key
 from pipelines.stages.pipeline import Pipeline, Stage, Stream
 from progress import Tracker
 from progress.ledger import Ledger, MessageEntry, MessageRef, Origin
+from progress.run_status import RunStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -143,7 +145,7 @@ def commit_stage(  # noqa: PLR0917 (a run's coordinates)
         messages=[message],
         origin=Origin.stage(stage.name, epoch),
     )
-    ledger.finish_run(run_id, "succeeded", batch_id=result.batch_id)
+    ledger.finish_run(run_id, RunStatus.SUCCEEDED, batch_id=result.batch_id)
 
 
 def fill_ledger(ledger: Ledger, pipeline: Pipeline, epochs: int, data: Path) -> None:

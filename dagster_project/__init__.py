@@ -1,4 +1,9 @@
-"""Dagster definitions built from epochgate pipelines: epoch partitions, stage assets, sensors."""
+"""Dagster definitions built from epochgate pipelines: epoch partitions, stage assets, sensors.
+
+Importing it builds nothing and reads no environment: ``build_definitions`` does both, when it
+is called. The bundled example's code location is ``dagster_project.examples.bank``; tools for
+developing and testing are in ``dagster_project.dev``.
+"""
 
 from __future__ import annotations
 

@@ -26,12 +26,14 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 import dagster as dg
 
+from dagster_project.annotations import resolved
 from dagster_project.checks import check_spec, check_stage
 from dagster_project.columns import spark_table_schema
+from dagster_project.delays import delay_notes, delayed_inputs
 from dagster_project.metadata import input_frontiers, materialized, state_metadata
 from dagster_project.names import BACKFILL_TAG, EPOCH_TAG, assets_name, key_stage, stage_key
 from dagster_project.partitions import epoch_key, epoch_partitions, key_epoch
@@ -63,28 +65,33 @@ def lineage(pipeline: Pipeline, stage: Stage) -> list[dg.AssetKey]:
     return [stage_key(pipeline.name, upstream) for upstream in stage.lineage()]
 
 
-def description(stage: Stage) -> str:
-    """What the asset page says of a stage: its function's docstring, then its kind."""
+def description(pipeline: Pipeline, stage: Stage) -> str:
+    """What the asset page says of a stage: its function's docstring, its kind, and how its
+    partitions map where a delay shifts them (``dagster_project.delays``)."""
     doc = inspect.getdoc(stage.code) if stage.code is not None else None
-    return f"{doc}\n\n{stage.describe()}" if doc else stage.describe()
+    return "\n\n".join([*([doc] if doc else []), stage.describe(), *delay_notes(pipeline, stage)])
 
 
-def definition_metadata(stage: Stage) -> dict[str, Any]:
-    """The stage's kind and delay, its declared columns (``dagster/column_schema``) and where
-    its function is defined (``dagster/code_references``)."""
+def definition_metadata(pipeline: Pipeline, stage: Stage) -> dict[str, Any]:
+    """The stage's kind and delay, the partition offsets of its delayed inputs, its declared
+    columns (``dagster/column_schema``) and where its function is defined
+    (``dagster/code_references``)."""
     out: dict[str, Any] = {"stage_kind": stage.kind, "delay": stage.delay}
+    offsets = delayed_inputs(pipeline, stage)
+    if offsets:
+        out["partition_offsets"] = offsets
     if stage.workers:
         out["workers"] = stage.workers
     if not stage.materialize:  # its partitions commit a message with no data
         out["materialized"] = False
     if stage.schema is not None:
         out["dagster/column_schema"] = spark_table_schema(stage.schema)
-    reference = code_reference(stage.code) if stage.code is not None else None
-    if reference is not None:
-        with warnings.catch_warnings():  # beta in Dagster 1.13; the UI shows it as it is
-            warnings.simplefilter("ignore", dg.BetaWarning)
+    with warnings.catch_warnings():  # beta in Dagster 1.13; the UI shows it as it is
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        reference = code_reference(stage.code) if stage.code is not None else None
+        if reference is not None:
             references = dg.CodeReferencesMetadataValue(code_references=[reference])
-        out["dagster/code_references"] = references
+            out["dagster/code_references"] = references
     return out
 
 
@@ -110,11 +117,11 @@ def stage_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
         dg.AssetSpec(
             stage_key(pipeline.name, stage.name),
             deps=lineage(pipeline, stage),
-            description=description(stage),
+            description=description(pipeline, stage),
             group_name=pipeline.name,
             kinds=KINDS,
             partitions_def=partitions,
-            metadata=definition_metadata(stage),
+            metadata=definition_metadata(pipeline, stage),
         )
         for stage in pipeline.stages.values()
         if not stage.is_source
@@ -127,11 +134,11 @@ def source_specs(pipeline: Pipeline) -> list[dg.AssetSpec]:
     return [
         dg.AssetSpec(
             stage_key(pipeline.name, stage.name),
-            description=description(stage),
+            description=description(pipeline, stage),
             group_name=pipeline.name,
             kinds=KINDS,
             partitions_def=partitions,
-            metadata=definition_metadata(stage),
+            metadata=definition_metadata(pipeline, stage),
         )
         for stage in pipeline.stages.values()
         if stage.is_source
@@ -150,9 +157,6 @@ def stage_assets(pipeline: Pipeline) -> dg.AssetsDefinition:
     ) -> Iterator[Event]:
         yield from StageRun(context, pipeline, spark, ledger, state).events()
 
-    # Dagster recognises the context parameter by its annotation's class, not by its name, and
-    # this module's annotations are strings until resolved.
-    run_stages.__annotations__ = get_type_hints(run_stages)
     return dg.multi_asset(
         name=assets_name(pipeline.name),
         specs=stage_specs(pipeline),
@@ -160,7 +164,7 @@ def stage_assets(pipeline: Pipeline) -> dg.AssetsDefinition:
         can_subset=True,
         partitions_def=epoch_partitions(pipeline.name),
         pool=POOL,
-    )(run_stages)
+    )(resolved(run_stages))
 
 
 class StageRun:

@@ -1,4 +1,4 @@
-"""The factory that turns pipelines into Dagster ``Definitions``, and the ``defs`` Dagster loads.
+"""The factory that turns pipelines into Dagster ``Definitions``.
 
 Per pipeline: its epochs as dynamic partitions, one asset per stage (sources as external assets)
 with the pipeline's edges as dependencies, a ledger check per stage, a job that runs the stages
@@ -7,14 +7,14 @@ pipeline with scheduled epochs (a clock, or sources closed by time or done-marke
 sensor, and for a pipeline with partial stages an upquery job and sensor that fill reads
 recorded as pending (``dagster_project.upqueries``; it ticks as often as the frontier sensor),
 and for a pipeline with replayed sources a replay sensor that feeds their captured events
-(``dagster_project.replays``; as often too).
+(``dagster_project.replays``; as often too). Nothing is built, and nothing read from the
+environment, until ``build_definitions`` is called.
 
-    defs = build_definitions([bank.pipeline()], ledger=LedgerResource(path="/srv/ledger.duckdb"))
+    defs = build_definitions([my_pipeline], ledger=LedgerResource(path="/srv/ledger.duckdb"))
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
 import dagster as dg
@@ -25,9 +25,9 @@ from dagster_project.epoch_clock import Now, epoch_clock_sensor, is_scheduled, u
 from dagster_project.names import job_name
 from dagster_project.replays import replay_sensor
 from dagster_project.resources import LedgerResource, SparkResource, StateStoreResource
-from dagster_project.sensors import DEFAULT_INTERVAL, frontier_sensor
+from dagster_project.sensors import frontier_sensor
+from dagster_project.settings import sensor_interval_setting
 from dagster_project.upqueries import partial_stages, upquery_job, upquery_sensor
-from pipelines.examples import bank
 from pipelines.stages.pipeline import Pipeline
 
 
@@ -47,7 +47,7 @@ def build_definitions(
     spark: SparkResource | None = None,
     ledger: LedgerResource | None = None,
     state: StateStoreResource | None = None,
-    sensor_interval: int = DEFAULT_INTERVAL,
+    sensor_interval: int | None = None,
     sensor_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
     clock_interval: int = CLOCK_INTERVAL,
     now: Now = utc_now,
@@ -55,10 +55,13 @@ def build_definitions(
     """Definitions for ``pipelines`` sharing one Spark, ledger and state store. ``now`` is what
     the epoch clock sensors take for the current time.
 
-    Unset resources come from the environment as the CLI reads it (``$EPOCHGATE_SPARK``,
-    ``$EPOCHGATE_LEDGER``, ``$EPOCHGATE_DATA``, ``$EPOCHGATE_HOME``); the state store defaults
-    to ``state.duckdb`` beside the ledger.
+    What is not given comes from the environment, read now (``dagster_project.settings``):
+    the seconds between two ticks of each frontier, upquery and replay sensor from
+    ``$EPOCHGATE_SENSOR_INTERVAL`` (else 30), the resources as the CLI reads them
+    (``$EPOCHGATE_SPARK``, ``$EPOCHGATE_LEDGER``, ``$EPOCHGATE_DATA``, ``$EPOCHGATE_HOME``);
+    the state store defaults to ``state.duckdb`` beside the ledger.
     """
+    interval = sensor_interval_setting() if sensor_interval is None else sensor_interval
     names = [p.name for p in pipelines]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -75,7 +78,7 @@ def build_definitions(
             frontier_sensor(
                 pipeline,
                 job,
-                minimum_interval_seconds=daemon_interval(sensor_interval),
+                minimum_interval_seconds=daemon_interval(interval),
                 default_status=sensor_status,
             )
         )
@@ -86,7 +89,7 @@ def build_definitions(
                 upquery_sensor(
                     pipeline,
                     upquery,
-                    minimum_interval_seconds=daemon_interval(sensor_interval),
+                    minimum_interval_seconds=daemon_interval(interval),
                     default_status=sensor_status,
                 )
             )
@@ -94,7 +97,7 @@ def build_definitions(
             sensors.append(
                 replay_sensor(
                     pipeline,
-                    minimum_interval_seconds=daemon_interval(sensor_interval),
+                    minimum_interval_seconds=daemon_interval(interval),
                     default_status=sensor_status,
                 )
             )
@@ -122,16 +125,12 @@ def build_definitions(
     )
 
 
-DAEMON_LOOP_SECONDS = 5
-"""How often Dagster's sensor daemon looks at its sensors (its loop, every 5 s in 1.13)."""
-
-
 def daemon_interval(interval: int) -> int:
     """The ``minimum_interval_seconds`` to give a sensor that should tick every ``interval``
     seconds under the daemon.
 
-    The daemon evaluates a sensor on the first pass of its loop (every ``DAEMON_LOOP_SECONDS``)
-    at which ``minimum_interval_seconds`` have passed since the sensor's last tick. With the
+    The daemon evaluates a sensor on the first pass of its loop (every 5 s in Dagster 1.13) at
+    which ``minimum_interval_seconds`` have passed since the sensor's last tick. With the
     interval itself as the minimum, a pass a few milliseconds early skips it and the tick comes
     a whole loop late: under ``dagster dev`` with an interval of 5 s the wait from the last
     advance to the run requested was a median 6.2 s over 3 epochs. One second of slack makes
@@ -141,24 +140,3 @@ def daemon_interval(interval: int) -> int:
     [1, 1, 4, 29]
     """
     return max(1, interval - 1)
-
-
-SENSOR_INTERVAL_ENV = "EPOCHGATE_SENSOR_INTERVAL"
-"""Seconds between two ticks of each frontier (and upquery) sensor that ``defs`` defines."""
-
-
-def sensor_interval_setting() -> int:
-    """``$EPOCHGATE_SENSOR_INTERVAL`` (whole seconds, at least 1), else 30."""
-    text = os.environ.get(SENSOR_INTERVAL_ENV, "").strip()
-    if not text:
-        return DEFAULT_INTERVAL
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
-        raise ValueError(
-            f"{SENSOR_INTERVAL_ENV} must be a whole number of seconds, at least 1; got {text!r}"
-        )
-    return int(text)
-
-
-defs = build_definitions([bank.pipeline()], sensor_interval=sensor_interval_setting())
-"""What ``workspace.yaml`` loads: the ``bank`` example, with settings from the environment
-(``$EPOCHGATE_SENSOR_INTERVAL`` sets how often its frontier and upquery sensors tick)."""

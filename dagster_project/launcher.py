@@ -51,7 +51,10 @@ from dagster_project.names import WORKER_TAG
 
 __all__ = ["WarmRunLauncher"]
 
-DEFAULT_PRELOAD = ("dagster_project.definitions",)
+DEFAULT_PRELOAD = ("dagster_project",)
+"""What a worker imports before its first run: Dagster and epochgate's run path (PySpark comes
+with the Spark session it opens). Add the code location's module (``preload:
+[my_project.definitions]``) to have it loaded before the first run too."""
 STOP_TIMEOUT = 10.0
 """Seconds a worker has to exit after SIGTERM before it is killed."""
 
@@ -133,11 +136,6 @@ class WarmRunLauncher(RunLauncher, ConfigurableClass):
         return cls(inst_data=inst_data, **config_value)
 
     # -- workers ------------------------------------------------------------------------------
-
-    def worker_pids(self) -> list[int]:
-        """The pids of this launcher's live workers."""
-        with self._lock:
-            return [w.pid for w in self._pool if w.alive()]
 
     def _spawn(self) -> Worker:
         env = dict(os.environ)

@@ -9,8 +9,6 @@ the new events made ready. It needs no Spark.
 
 from __future__ import annotations
 
-from typing import get_type_hints
-
 import dagster as dg
 
 from dagster_project.names import replay_sensor_name
@@ -20,7 +18,7 @@ from dagster_project.resources import (
     StateStoreResource,
     build_runtime,
 )
-from dagster_project.sensors import DEFAULT_INTERVAL
+from dagster_project.sensors import DEFAULT_INTERVAL, pipeline_sensor
 from pipelines.stages.pipeline import Pipeline
 
 __all__ = ["replay_sensor"]
@@ -53,13 +51,14 @@ def replay_sensor(
             text = f"No new captured event for {p} ({total} fed in all)."
         return dg.SensorResult(skip_reason=text, cursor=str(total))
 
-    replay.__annotations__ = get_type_hints(replay)
-    return dg.sensor(
+    return pipeline_sensor(
+        replay,
         name=replay_sensor_name(p),
-        minimum_interval_seconds=minimum_interval_seconds,
-        default_status=default_status,
+        job=None,
         description=(
             f"Feeds the replayed sources of {p} the events their captures hold now; the "
             "frontier sensor then runs what they made ready."
         ),
-    )(replay)
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+    )

@@ -18,10 +18,10 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import get_type_hints
 
 import dagster as dg
 
+from dagster_project.annotations import resolved
 from dagster_project.in_flight import in_flight_stages
 from dagster_project.names import (
     EPOCH_TAG,
@@ -274,13 +274,11 @@ def pipeline_sensor(
     default_status: dg.DefaultSensorStatus,
 ) -> dg.SensorDefinition:
     """A sensor of a pipeline that calls ``evaluate`` each tick, with the resources its
-    parameters name (Dagster recognises the context and the resources by their annotations'
-    classes, which ``from __future__ import annotations`` leaves as strings)."""
-    evaluate.__annotations__ = get_type_hints(evaluate)
+    parameters name (``job`` None: a sensor that requests no run)."""
     return dg.sensor(
         name=name,
         job=job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
         description=description,
-    )(evaluate)
+    )(resolved(evaluate))

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any, get_type_hints
+from typing import Any
 
 import dagster as dg
 
+from dagster_project.annotations import resolved
 from dagster_project.metadata import state_metadata
 from dagster_project.names import (
     PIPELINE_TAG,
@@ -102,13 +103,11 @@ def upquery_job(pipeline: Pipeline) -> dg.JobDefinition:
         }
         return dg.Output(len(filled.reads), metadata=metadata)
 
-    # Dagster recognises the context, config and resources by their annotations' classes.
-    fill.__annotations__ = get_type_hints(fill)
     op = dg.op(
         name=upquery_op_name(p),
         description=f"Fills the pending reads of a partial stage of {p} (upqueries of its holes).",
         tags={"kind": "spark"},
-    )(fill)
+    )(resolved(fill))
 
     @dg.job(
         name=name,

@@ -4,8 +4,9 @@
 the environment): the N-th time (default 1) the process reaches it, it writes one line to
 stderr (``epochgate fault: killed at POINT (reached N times)``) and sends itself SIGKILL. A
 local Spark JVM dies with it (it exits when its driver's pipe closes); a Spark Connect server is
-another process and lives on, as it would after a real crash of its client. Unset, ``reach`` is
-one comparison with a module constant, read once at import.
+another process and lives on, as it would after a real crash of its client. The variable is read
+once, when a point is first reached (importing reads no environment); unset, ``reach`` is then
+one cached call and one comparison.
 
 The points live here, under every package that names one (the ledger, the state store, the
 run path, the Dagster assets): ``progress`` has no I/O beyond this signal to itself.
@@ -18,6 +19,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -78,22 +80,29 @@ def parse(value: str | None) -> Armed | None:
     return Armed(point, int(count))
 
 
-ARMED = parse(os.environ.get(FAULT_ENV))
-"""The point this process dies at, read once at import (None: no fault point is armed)."""
+@functools.cache
+def armed() -> Armed | None:
+    """The point this process dies at, read once from ``$EPOCHGATE_FAULT`` (None: no fault
+    point is armed)."""
+    return parse(os.environ.get(FAULT_ENV))
+
+
 _reached: dict[FaultPoint, int] = {}
 
 
 def armed_at(point: FaultPoint) -> bool:
     """Whether ``point`` is the armed one (a caller may then take a slower, tearable path)."""
-    return ARMED is not None and ARMED.point is point
+    found = armed()
+    return found is not None and found.point is point
 
 
 def reach(point: FaultPoint) -> None:
     """Mark that this process reached ``point``: SIGKILL itself if that is the armed reach."""
-    if ARMED is None or ARMED.point is not point:
+    found = armed()
+    if found is None or found.point is not point:
         return
     _reached[point] = n = _reached.get(point, 0) + 1
-    if n == ARMED.count:
+    if n == found.count:
         sys.stderr.write(f"epochgate fault: killed at {point.value} (reached {n} times)\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)

@@ -6,6 +6,7 @@ group, and nothing is left on the port.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,7 +19,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 from playwright.sync_api import Error as PlaywrightError
 
-from dagster_project.demo import instance_home
+from dagster_project.dev.instance import instance_home
 from tests.dagster_project.dagster_dev import (
     DagsterDev,
     Serve,
@@ -27,6 +28,7 @@ from tests.dagster_project.dagster_dev import (
     stop,
     wait_until_serving,
 )
+from tests.dagster_project.waiting import wait_until
 from tests.sockets import accepts
 
 VIEWPORT = {"width": 1600, "height": 1000}
@@ -88,15 +90,20 @@ def browser_pid(browser: Browser) -> int:
 
 
 def stop_group(pgid: int, *, timeout: float = 10.0) -> None:
-    """Wait for the process group to end; SIGKILL to whatever is left of it after ``timeout``."""
+    """Wait for the process group to end; SIGKILL to whatever is left of it after ``timeout``,
+    and fail the test if some of it outlives that too."""
     deadline = time.monotonic() + timeout
     while group_members(pgid) and time.monotonic() < deadline:
         time.sleep(0.2)
     if group_members(pgid):
-        os.killpg(pgid, signal.SIGKILL)
-        time.sleep(1.0)
-    leftover = group_members(pgid)
-    assert not leftover, f"processes of Chromium still running: {leftover}"
+        with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+            os.killpg(pgid, signal.SIGKILL)
+        wait_until(
+            lambda: not group_members(pgid),
+            "Chromium's processes end after SIGKILL",
+            timeout=timeout,
+            context=lambda: f"still running: {group_members(pgid)}",
+        )
 
 
 @contextmanager

@@ -1,5 +1,6 @@
-"""Dagster's own processes under test: ``dagster_project.dev_server`` on a free 127.0.0.1 port,
-with the runs it lists and a check that fails the test when it exited."""
+"""Dagster's own processes under test: ``dagster_project.dev.server`` on the project's
+workspace (``workspace.yaml``: the bank example) on a free 127.0.0.1 port, with the runs it
+lists and a check that fails the test when it exited."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from dagster_project.dev_server import (
-    REPO,
+from dagster_project.dev.server import (
     DevServer,
     Serve,
     group_members,
@@ -18,7 +18,7 @@ from dagster_project.dev_server import (
     stop,
     wait_until_serving,
 )
-from dagster_project.dev_server import spawn as spawn_server
+from dagster_project.dev.server import spawn as spawn_server
 from tests.sockets import free_port
 
 __all__ = [
@@ -31,6 +31,10 @@ __all__ = [
     "stop",
     "wait_until_serving",
 ]
+
+REPO = Path(__file__).resolve().parents[2]
+WORKSPACE = REPO / "workspace.yaml"
+"""The project's workspace: the code location of the bank example."""
 
 
 @dataclass
@@ -53,8 +57,8 @@ class DagsterDev(DevServer):
 
 
 def launch(workdir: Path, env: dict[str, str], serve: Serve = Serve.DEV) -> DagsterDev:
-    """``serve`` on the project's workspace on a free port (see ``dev_server.start``)."""
-    dev = start(workdir, env, free_port(), serve=serve)
+    """``serve`` on the project's workspace on a free port (see ``dev.server.start``)."""
+    dev = start(workdir, env, free_port(), workspace=WORKSPACE, serve=serve)
     return DagsterDev(dev.process, dev.port, dev.log)
 
 

@@ -1,10 +1,10 @@
-"""The tests' view of the driver (``dagster_project.driver``), and how they read a tick."""
+"""The tests' view of the driver (``dagster_project.dev.driver``), and how they read a tick."""
 
 from __future__ import annotations
 
 import dagster as dg
 
-from dagster_project.driver import DriveError, Driver, LaunchedRun, requested
+from dagster_project.dev.driver import DriveError, Driver, LaunchedRun, requested
 
 __all__ = ["Driver", "DriveError", "LaunchedRun", "requested", "skip_text"]
 

@@ -15,7 +15,6 @@ and nothing is left on the ports.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from dagster_project.demo import instance_home
+from dagster_project.dev.instance import instance_home
 from dagster_project.partitions import epoch_key
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
@@ -39,6 +38,7 @@ from tests.dagster_project.dagster_dev import (
     stop,
     wait_until_serving,
 )
+from tests.dagster_project.waiting import wait_until as wait_on
 from tests.sockets import accepts, free_port
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.slow]
@@ -134,14 +134,15 @@ query Status($id: String!) {
 def wait_until(
     dev: DagsterDev, done: Callable[[], bool], what: str, *, timeout: float = 300
 ) -> None:
-    """Poll ``done`` every half second (failing at once on a failed run) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not done():
+    """Wait until ``done`` holds, failing at once when ``dev`` exits or a run fails."""
+
+    def check() -> None:
         dev.check_alive()
         failed = [r for r in dev.runs() if r["status"] == "FAILURE"]
         assert not failed, f"runs failed: {failed}\n{dev.log_tail()}"
-        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f}s\n{dev.log_tail()}"
-        time.sleep(0.5)
+
+    # Each look asks the webserver twice; every half second is often enough beside runs of seconds.
+    wait_on(done, what, timeout=timeout, check=check, context=dev.log_tail, poll=0.5)
 
 
 def test_a_graphql_backfill_of_partitions_while_the_sensor_drives_new_epochs(

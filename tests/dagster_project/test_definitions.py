@@ -150,7 +150,7 @@ def test_resources_resolve_a_relative_home_as_the_command_line_does(
 
 
 def test_workspace_loads_the_bank_example() -> None:
-    from dagster_project.definitions import defs
+    from dagster_project.examples.bank import defs
 
     assert parents(defs, "bank") == edges(bank.pipeline())
 

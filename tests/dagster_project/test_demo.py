@@ -1,4 +1,4 @@
-"""``python -m dagster_project.demo``: the bank example through Dagster, on a persistent
+"""``python -m dagster_project.dev.demo``: the bank example through Dagster, on a persistent
 instance that ``make ui`` then shows; and what it does when something else uses that instance."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dagster._daemon.types import DaemonHeartbeat
 from pyspark.sql import SparkSession
 
 from dagster_project.definitions import build_definitions
-from dagster_project.demo import (
+from dagster_project.dev.demo import (
     DemoError,
     check_no_daemon,
     drop_epoch_partitions,
@@ -22,7 +22,7 @@ from dagster_project.demo import (
     main,
     run_demo,
 )
-from dagster_project.driver import SENSOR_NAME_TAG
+from dagster_project.dev.driver import SENSOR_NAME_TAG
 from dagster_project.names import PARTITION_TAG, UPQUERY_TAG, job_name, stage_key
 from dagster_project.partitions import epoch_key
 from dagster_project.resources import LedgerResource

@@ -1,6 +1,7 @@
-"""``dagster_project.dev_server`` without Dagster: a stand-in server (Python's ``http.server``
+"""``dagster_project.dev.server`` without Dagster: a stand-in server (Python's ``http.server``
 answering ``/server_info``, with a child of its own) is waited for and stopped with its whole
-process group; one that exits while starting is refused, naming its exit code and log."""
+process group; one that exits while starting is refused, naming its exit code and log. A
+workspace file names a module and attribute that are Python names."""
 
 from __future__ import annotations
 
@@ -9,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from dagster_project.dev_server import DevServerError, group_members, spawn, stop
-from dagster_project.dev_server import wait_until_serving as serving
+from dagster_project.dev.server import (
+    DevServerError,
+    group_members,
+    spawn,
+    stop,
+    workspace_file,
+)
+from dagster_project.dev.server import wait_until_serving as serving
 from tests.sockets import accepts, free_port
 
 pytestmark = pytest.mark.dagster
@@ -45,3 +52,18 @@ def test_a_server_that_exits_while_starting_is_refused_naming_its_log(tmp_path: 
         "no workspace here"
     )
     assert raised.value.log == log
+
+
+def test_a_workspace_file_loads_one_module_attribute(tmp_path: Path) -> None:
+    path = workspace_file(tmp_path / "w.yaml", "iot.definitions", working_directory=tmp_path)
+    assert path.read_text().splitlines() == [
+        "load_from:",
+        "  - python_module:",
+        "      module_name: iot.definitions",
+        "      attribute: defs",
+        f'      working_directory: "{tmp_path.resolve()}"',
+    ]
+    for module, attribute in (("my-project", "defs"), ("iot", "defs: x"), ("", "defs")):
+        with pytest.raises(ValueError, match="is not a dotted Python name"):
+            workspace_file(tmp_path / "bad.yaml", module, attribute)
+    assert not (tmp_path / "bad.yaml").exists()

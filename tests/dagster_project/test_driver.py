@@ -6,7 +6,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from dagster_project.driver import RUN_KEY_TAG, SENSOR_NAME_TAG, DriveError
+from dagster_project.dev.driver import RUN_KEY_TAG, SENSOR_NAME_TAG, DriveError
 from dagster_project.names import stage_key
 from dagster_project.partitions import epoch_key
 from pipelines.examples import bank

@@ -11,13 +11,15 @@ from types import ModuleType
 import dagster as dg
 import pytest
 
-import dagster_project.definitions
+import dagster_project.examples.bank
+import dagster_project.settings
 from dagster_project.assets import POOL
-from dagster_project.definitions import SENSOR_INTERVAL_ENV, build_definitions
-from dagster_project.demo import INSTANCE_CONFIG, instance_home
+from dagster_project.definitions import build_definitions
+from dagster_project.dev.instance import INSTANCE_CONFIG, instance_home
 from dagster_project.names import job_name, sensor_name, stage_key
 from dagster_project.resources import LedgerResource
 from dagster_project.sensors import DEFAULT_INTERVAL
+from dagster_project.settings import SENSOR_INTERVAL_ENV
 from pipelines.examples import bank
 
 pytestmark = pytest.mark.dagster
@@ -60,11 +62,11 @@ def test_an_instance_directory_keeps_its_own_settings(tmp_path: Path) -> None:
 
 @pytest.fixture
 def reload_definitions(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
-    """The definitions module, to be reloaded under a changed environment; reloaded again
-    under the original one afterwards."""
-    yield dagster_project.definitions
+    """The bank example's code location, to be reloaded under a changed environment; reloaded
+    again under the original one afterwards."""
+    yield dagster_project.examples.bank
     monkeypatch.undo()
-    importlib.reload(dagster_project.definitions)
+    importlib.reload(dagster_project.examples.bank)
 
 
 def test_the_sensor_interval_comes_from_the_environment(
@@ -87,4 +89,4 @@ def test_a_sensor_interval_that_is_not_whole_seconds_is_refused(
 ) -> None:
     monkeypatch.setenv(SENSOR_INTERVAL_ENV, value)
     with pytest.raises(ValueError, match=f"^{SENSOR_INTERVAL_ENV} must be a whole number"):
-        dagster_project.definitions.sensor_interval_setting()
+        dagster_project.settings.sensor_interval_setting()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,10 @@ import dagster as dg
 import pytest
 from pyspark.sql import SparkSession
 
-from dagster_project.demo import instance_home
+from dagster_project.dev.instance import instance_home
+from dagster_project.dev.run_timeline import IN_PROCESS, run_timeline
 from dagster_project.names import EPOCH_TAG, WORKER_TAG, stage_key
 from dagster_project.partitions import epoch_key
-from dagster_project.run_timeline import IN_PROCESS, run_timeline
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
 from pipelines.examples.demo import verify_outputs
@@ -41,6 +40,7 @@ from tests.dagster_project.dagster_dev import (
     wait_until_serving,
 )
 from tests.dagster_project.test_daemon import STAGES
+from tests.dagster_project.waiting import wait_until
 from tests.sockets import accepts
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow]
@@ -57,11 +57,8 @@ mutation Reexecute($params: ReexecutionParams!) {
 
 
 def wait_for(dev: DagsterDev, what: str, done: Callable[[], bool], timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        dev.check_alive()
-        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f}s\n{dev.log_tail()}"
-        time.sleep(0.2)
+    """Wait until ``done`` holds, failing at once when ``dev`` exits."""
+    wait_until(done, what, timeout=timeout, check=dev.check_alive, context=dev.log_tail)
 
 
 def send_epoch(rt: Runtime, data: DemoData, epoch: int) -> None:

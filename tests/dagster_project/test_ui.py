@@ -2,12 +2,15 @@
 the ``bank`` asset group, served by ``dagster-webserver`` alone on the project's workspace (no
 daemon, no Spark; ``tests.dagster_project.browser``), and must find a node for every stage, the
 sources included (they are the group's external assets). A screenshot of the page is saved as
-``tests/artifacts/asset_graph.png``, also when nodes are missing. (The upquery runs and the
+``tests/artifacts/asset_graph.png``, also when nodes are missing, and, with
+``EPOCHGATE_DOCS_IMAGES=1`` (``make docs-images``) once every node shows, as
+``docs/images/asset-graph.png`` for the tutorial. (The upquery runs and the
 partial state in the same UI: ``test_upqueries.py``.)
 """
 
 from __future__ import annotations
 
+import os
 import time
 import urllib.parse
 
@@ -26,6 +29,9 @@ STAGES = list(bank.pipeline().stages)
 """Every stage has a node in the group's graph: each source as an external asset."""
 SCREENSHOT = REPO / "tests" / "artifacts" / "asset_graph.png"
 ASSET_SCREENSHOT = REPO / "tests" / "artifacts" / "asset_page.png"
+DOCS_SCREENSHOT = REPO / "docs" / "images" / "asset-graph.png"
+"""The tutorial's picture of the UI: the graph once every node showed (never a failed page).
+Written only when ``EPOCHGATE_DOCS_IMAGES`` is set, so a test run leaves the tree as it was."""
 ASSET = "balances"
 """The stage whose asset page must show its description (its function's docstring) and columns."""
 FIND_SECONDS = 30.0
@@ -125,6 +131,8 @@ def test_the_asset_graph_shows_every_stage(chromium_executable: str, webserver: 
             missing = missing_nodes(page, STAGES, timeout=FIND_SECONDS)
             if not missing:
                 settle(page, timeout=SETTLE_SECONDS)
+                if os.environ.get("EPOCHGATE_DOCS_IMAGES"):
+                    page.screenshot(path=DOCS_SCREENSHOT)
         finally:
             page.screenshot(path=SCREENSHOT)  # also of a page that never showed the graph
         asset_url = f"http://127.0.0.1:{webserver.port}/assets/{GROUP}/{ASSET}"

@@ -1,4 +1,4 @@
-"""``python -m dagster_project.demo``: the bank example driven through Dagster, checked.
+"""``python -m dagster_project.dev.demo`` (``make demo``): the bank example driven through Dagster.
 
 The same story as ``epochgate demo``, with Dagster in charge of the runs: seeded inputs are
 sent epoch by epoch while worker 2 of ``card_payments`` holds the late epoch open; after each
@@ -15,17 +15,17 @@ on a mismatch or a failed run.
 
 Everything lands in a persistent Dagster instance, ``$EPOCHGATE_HOME/dagster`` (default
 ``.epochgate/dagster``; it is the ``DAGSTER_HOME`` of the demo and of ``make ui``, with the
-project's ``dagster.yaml`` copied in when it has none), so ``make ui`` shows the runs,
-partitions, materializations and checks. The demo's inputs, ledger, data and state live in
-``$EPOCHGATE_HOME/demo``, replaced on each run (as ``epochgate demo`` does); the instance's epoch
-partitions start over with them, while earlier runs stay in its history.
+project's ``dagster.yaml`` copied in when it has none: ``dagster_project.dev.instance``), so
+``make ui`` shows the runs, partitions, materializations and checks. The demo's inputs,
+ledger, data and state live in ``$EPOCHGATE_HOME/demo``, replaced on each run (as ``epochgate
+demo`` does); the instance's epoch partitions start over with them, while earlier runs stay in
+its history.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -35,7 +35,8 @@ from pathlib import Path
 import dagster as dg
 
 from dagster_project.definitions import build_definitions
-from dagster_project.driver import DriveError, Driver, LaunchedRun
+from dagster_project.dev.driver import DriveError, Driver, LaunchedRun
+from dagster_project.dev.instance import instance_home
 from dagster_project.in_flight import IN_FLIGHT
 from dagster_project.names import job_name, upquery_job_name, upquery_sensor_name
 from dagster_project.partitions import partitions_name
@@ -59,14 +60,10 @@ from pipelines.examples.demo import (
 )
 from pipelines.examples.sizes import add_size_options
 from pipelines.run.runtime import Runtime
-from pipelines.settings import DAGSTER_DIR, DEMO_DIR, absolute, state_dir
+from pipelines.settings import DEMO_DIR, state_dir
 from pipelines.spark.session import master_url
 from progress import EpochgateError
 
-INSTANCE_DIR = DAGSTER_DIR
-"""The Dagster instance's directory under the state directory."""
-INSTANCE_CONFIG = Path(__file__).with_name("dagster.yaml")
-"""The project's instance settings: the ``spark`` pool's limit."""
 READ_ACCOUNTS = 2
 """Accounts the demo reads, evicts and reads again (one more is read before its epoch is done)."""
 DAEMON_SILENCE = 60.0
@@ -102,17 +99,6 @@ class DagsterDemoSummary:
     @property
     def ok(self) -> bool:
         return self.verified and self.succeeded == len(self.runs)
-
-
-def instance_home(state: Path | None = None) -> Path:
-    """The demo's Dagster instance directory, created with the project's ``dagster.yaml`` in it
-    when it has none (an existing one is left as the user made it)."""
-    home = absolute((state or state_dir()) / INSTANCE_DIR)
-    home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        shutil.copyfile(INSTANCE_CONFIG, config)
-    return home
 
 
 def check_no_daemon(instance: dg.DagsterInstance, *, now: float | None = None) -> None:
@@ -274,7 +260,7 @@ def answer_pending(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m dagster_project.demo",
+        prog="python -m dagster_project.dev.demo",
         description=(
             "The bank example driven through Dagster on the local instance in "
             "$EPOCHGATE_HOME/dagster (see it with `make ui`), checked against DuckDB SQL."

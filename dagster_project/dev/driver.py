@@ -8,7 +8,7 @@ sensor skips. Like the daemon, the driver
 launches a run key only once: a sensor that asks for the same run key again is an error here.
 
 The runs, partitions, materializations and checks land in the instance, so the Dagster UI on
-that instance shows them. The demo (``python -m dagster_project.demo``) and the tests use it:
+that instance shows them. The demo (``python -m dagster_project.dev.demo``) and the tests use it:
 
     driver = Driver(defs, instance)
     reason = driver.drive()  # why the sensor has nothing more to run, in plain words

@@ -1,6 +1,6 @@
-"""``dagster dev`` (or ``dagster-webserver``) on the project's workspace as a child process:
-started in a process group of its own, waited for until it serves, asked over GraphQL, and
-stopped by process group.
+"""``dagster dev`` (or ``dagster-webserver``) on a workspace file as a child process: started
+in a process group of its own, waited for until it serves, asked over GraphQL, and stopped by
+process group. ``workspace_file`` writes a workspace that loads one module's ``Definitions``.
 
 Started in the background from a non-interactive shell, ``dagster dev`` ignores SIGINT and
 SIGTERM (the ignored SIGINT disposition is copied to SIGTERM), so the child starts with SIGINT
@@ -11,6 +11,7 @@ only: a file in the working directory that shadows a package would crash the web
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import os
@@ -36,14 +37,15 @@ __all__ = [
     "start",
     "stop",
     "wait_until_serving",
+    "workspace_file",
 ]
 
 HOST = "127.0.0.1"
-REPO = Path(__file__).resolve().parents[1]
-WORKSPACE = REPO / "workspace.yaml"
 BIN = Path(sys.executable).parent
 LOG_TAIL = 40
 """Lines of its log an error quotes."""
+KILL_WAIT = 10.0
+"""Seconds the processes of a group have to be gone after SIGKILL."""
 
 
 class Serve(enum.Enum):
@@ -131,16 +133,46 @@ def spawn(
     return DevServer(process, port, log)
 
 
+def workspace_file(
+    path: Path, module: str, attribute: str = "defs", *, working_directory: Path | None = None
+) -> Path:
+    """Write a workspace file at ``path`` that loads ``attribute`` of ``module`` (imported from
+    ``working_directory`` when given, else as installed); returns ``path``.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     print(workspace_file(Path(d) / "w.yaml", "my_project.definitions").read_text(), end="")
+    load_from:
+      - python_module:
+          module_name: my_project.definitions
+          attribute: defs
+    """
+    for what, name in (("module", module), ("attribute", attribute)):
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ValueError(f"workspace_file: {what} {name!r} is not a dotted Python name")
+    lines = [
+        "load_from:",
+        "  - python_module:",
+        f"      module_name: {module}",
+        f"      attribute: {attribute}",
+    ]
+    if working_directory is not None:
+        lines.append(f"      working_directory: {json.dumps(str(working_directory.resolve()))}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def start(
     workdir: Path,
     env: Mapping[str, str],
     port: int,
     *,
+    workspace: Path,
     serve: Serve = Serve.DEV,
-    workspace: Path = WORKSPACE,
 ) -> DevServer:
-    """``serve`` on ``workspace`` at ``127.0.0.1:port``, run in ``workdir`` (its log is
-    ``workdir/dagster-{serve}.log``); returns at once (see ``wait_until_serving``)."""
+    """``serve`` on the workspace file ``workspace`` at ``127.0.0.1:port``, run in ``workdir``
+    (its log is ``workdir/dagster-{serve}.log``); returns at once (see
+    ``wait_until_serving``)."""
     argv = [*serve.argv(), "-w", str(workspace), "-h", HOST, "-p", str(port)]
     return spawn(argv, cwd=workdir, env=env, port=port, log=workdir / f"dagster-{serve.value}.log")
 
@@ -175,16 +207,31 @@ def group_members(pgid: int) -> list[int]:
 
 
 def stop(dev: DevServer, *, timeout: float = 30.0) -> None:
-    """SIGTERM to the process group, then SIGKILL to whatever is left of it after
-    ``timeout``; the leader is reaped."""
+    """SIGTERM to the process group, then SIGKILL to whatever is left of it after ``timeout``;
+    the leader is reaped. Raises ``DevServerError`` when a process of the group outlives
+    SIGKILL by ``KILL_WAIT`` seconds."""
     pgid = dev.process.pid
-    if group_members(pgid):
-        os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while group_members(pgid) and time.monotonic() < deadline:
-        dev.process.poll()  # reap the leader once it exits
-        time.sleep(0.2)
-    if group_members(pgid):
-        os.killpg(pgid, signal.SIGKILL)
-        time.sleep(1.0)
+    _signal_group(pgid, signal.SIGTERM)
+    if not _group_ends(dev, timeout):
+        _signal_group(pgid, signal.SIGKILL)
+        if not _group_ends(dev, KILL_WAIT):
+            left = group_members(pgid)
+            raise dev.error(f"processes {left} of its group outlived SIGKILL by {KILL_WAIT:.0f}s")
     dev.process.wait(timeout=10)
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    if group_members(pgid):
+        with contextlib.suppress(ProcessLookupError):  # the group ended meanwhile
+            os.killpg(pgid, signum)
+
+
+def _group_ends(dev: DevServer, timeout: float) -> bool:
+    """Whether every process of ``dev``'s group is gone within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while group_members(dev.process.pid):
+        dev.process.poll()  # reap the leader once it exits
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
