@@ -43,7 +43,7 @@ DEMO_DIR = $(abspath $(EPOCHGATE_HOME)/demo)
 .PHONY: demo
 demo: $(STAMP) ## Run the bank example through Dagster (late data included) and check it
 	.ci/system-packages java ps
-	$(BIN)/python -m dagster_project.demo
+	$(BIN)/python -m dagster_project.dev.demo
 
 .PHONY: ui
 ui: $(STAMP) ## Dagster UI and daemon on the demo's instance (UI_PORT=3000)
@@ -73,8 +73,18 @@ format: $(STAMP) ## Apply ruff fixes and formatting
 typecheck: $(STAMP) ## mypy --strict on the packages
 	$(BIN)/mypy
 
+.PHONY: docs
+# The site's generated pages import epochgate (the CLI reference from its parser), so the docs
+# build where the package is installed. build/ is ignored by git.
+docs: $(STAMP) ## Build the docs site with mkdocs --strict into build/docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+.PHONY: docs-images
+docs-images: $(STAMP) system ## Retake the docs' screenshots of the Dagster UI (the UI test takes them)
+	EPOCHGATE_DOCS_IMAGES=1 $(BIN)/pytest -q -p no:randomly tests/dagster_project/test_ui.py
+
 .PHONY: check
-check: lint typecheck test ## Exactly what CI runs: lint, format check, types, tests
+check: lint typecheck docs test ## Exactly what CI runs: lint, format check, types, docs, tests
 
 .PHONY: bench
 bench: $(STAMP) ## Run every bench script, writing bench/RESULTS.md and bench/plots (BENCH_SIZE=full: full sizes)
