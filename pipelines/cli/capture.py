@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pipelines.capture.sync import CaptureStatus
-from pipelines.stages.arguments import non_negative
-
-if TYPE_CHECKING:
-    from pipelines.run.runtime import Runtime
-
-CaptureCommand = Callable[["Runtime", argparse.Namespace], int]
+from pipelines.cli.context import bound
+from pipelines.cli.options import (
+    JSON,
+    STAGE,
+    WORKER,
+    Commands,
+    command,
+    engine,
+    group,
+    non_negative,
+)
 
 
 def describe(found: CaptureStatus) -> str:
@@ -39,20 +43,23 @@ def status_table(found: Sequence[CaptureStatus]) -> str:
     return "\n".join(describe(c) for c in found)
 
 
-def cmd_start(rt: Runtime, args: argparse.Namespace) -> int:
+def cmd_start(args: argparse.Namespace) -> int:
+    rt = bound(args)
     found = rt.capture(args.stage, args.into, from_epoch=args.from_epoch, worker=args.worker)
     print(f"capturing {describe(found)}")
     return 0
 
 
-def cmd_stop(rt: Runtime, args: argparse.Namespace) -> int:
+def cmd_stop(args: argparse.Namespace) -> int:
+    rt = bound(args)
     rt.pipeline.stage(args.stage)
     found = rt.stop_capture(args.into)
     print(f"stopped {describe(found)}")
     return 0
 
 
-def cmd_status(rt: Runtime, args: argparse.Namespace) -> int:
+def cmd_status(args: argparse.Namespace) -> int:
+    rt = bound(args)
     into = None if args.into is None else str(Path(args.into).resolve())
     found = [
         c
@@ -66,32 +73,32 @@ def cmd_status(rt: Runtime, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sync(rt: Runtime, args: argparse.Namespace) -> int:
+def cmd_sync(args: argparse.Namespace) -> int:
+    rt = bound(args)
     print(f"{rt.sync_captures()} event(s) appended")
     return 0
 
 
-def add_capture_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    engine: argparse.ArgumentParser,
-    handler: Callable[[argparse.Namespace], int],
-) -> None:
-    """``capture start|stop|status|sync``; ``handler`` binds the pipeline and calls the
-    command's ``capture`` function with its runtime."""
-    parser = commands.add_parser(
-        "capture", help="record a stage's output stream (data and progress) into a directory"
+def add_commands(commands: Commands) -> None:
+    parser = command(
+        commands,
+        "capture",
+        "record a stage's output stream (data and progress) into a directory "
+        "(start, stop, status, sync)",
     )
-    actions = parser.add_subparsers(dest="capture_command", metavar="COMMAND", required=True)
-    start = actions.add_parser(
+    actions = group(parser, "capture")
+    start = command(
+        actions,
         "start",
-        parents=[engine],
-        help="start recording a stage's stream into a new directory",
+        "start recording a stage's stream into a new directory",
+        handler=cmd_start,
+        parents=[engine()],
         description=(
             "Record STAGE's output stream into DIR: every commit that changes it appends its "
             "messages and progress, until `capture stop`."
         ),
     )
-    start.add_argument("stage")
+    STAGE.add(start)
     start.add_argument("--into", required=True, metavar="DIR", help="a directory with no capture")
     start.add_argument(
         "--from-epoch",
@@ -100,28 +107,30 @@ def add_capture_commands(
         help="record the committed history from this epoch first (default: from the stream's "
         "frontier, with what is already committed at open epochs)",
     )
-    start.add_argument(
-        "--worker", type=int, metavar="W", help="only this input worker of a source stage"
+    WORKER.add(start, default=None, default_text="every worker of a source stage")
+    stop = command(
+        actions,
+        "stop",
+        "bring a capture up to date one last time and stop it",
+        handler=cmd_stop,
+        parents=[engine()],
     )
-    start.set_defaults(handler=handler, capture=cmd_start)
-    stop = actions.add_parser(
-        "stop", parents=[engine], help="bring a capture up to date one last time and stop it"
-    )
-    stop.add_argument("stage")
+    STAGE.add(stop)
     stop.add_argument("--into", required=True, metavar="DIR")
-    stop.set_defaults(handler=handler, capture=cmd_stop)
-    status = actions.add_parser(
+    status = command(
+        actions,
         "status",
-        parents=[engine],
-        help="every capture (or a stage's): events, last epoch released, rows, bytes, behind",
+        "every capture (or a stage's): events, last epoch released, rows, bytes, behind",
+        handler=cmd_status,
+        parents=[engine()],
     )
-    status.add_argument("stage", nargs="?")
+    status.add_argument("stage", nargs="?", help="only this stage's captures")
     status.add_argument("--into", metavar="DIR", help="only the capture in this directory")
-    status.add_argument("--json", action="store_true", help="print JSON instead of lines")
-    status.set_defaults(handler=handler, capture=cmd_status)
-    sync = actions.add_parser(
+    JSON.add(status)
+    command(
+        actions,
         "sync",
-        parents=[engine],
-        help="bring every capture up to the ledger now (after a crash left one behind)",
+        "bring every capture up to the ledger now (after a crash left one behind)",
+        handler=cmd_sync,
+        parents=[engine()],
     )
-    sync.set_defaults(handler=handler, capture=cmd_sync)

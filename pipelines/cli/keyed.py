@@ -14,13 +14,14 @@ import argparse
 import datetime
 import decimal
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pipelines.cli.context import chosen, registering, runtime
+from pipelines.cli.options import JSON, Commands, command, engine, non_negative, seconds
 from pipelines.errors import StateReadError
 from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo
-from pipelines.stages.arguments import non_negative
 from pipelines.stages.families import followers
 from pipelines.stages.kinds import KeyedStage
 
@@ -38,8 +39,6 @@ class Request:
     spec: KeyedStage | None
     keys: list[Any]
 
-
-KeyedCommand = Callable[["Runtime", Request, argparse.Namespace], int]
 
 KEY_HELP = (
     "a key, converted to the key column's type (an int, a float, text, a date as 2026-11-21, "
@@ -147,6 +146,16 @@ def prepare(rt: Runtime, args: argparse.Namespace) -> Request:
     return Request(spec, [parse_key(spec, types, t) for t in texts])
 
 
+def requested(args: argparse.Namespace) -> tuple[Runtime, Request]:
+    """The runtime of the pipeline ``-p`` means and the command's request: a command that
+    fails before it reads (an unknown stage, a bad key) registers nothing."""
+    pipeline, ledger = chosen(args)
+    with registering(ledger, pipeline):
+        rt = runtime(args, pipeline, ledger)
+        request = prepare(rt, args)
+    return rt, request
+
+
 def plain(value: object) -> object:
     """``value`` as JSON has it: a date or time in ISO 8601, a decimal as text, a tuple as a
     list."""
@@ -240,7 +249,8 @@ def state_text(infos: Sequence[StateInfo]) -> str:
     return "\n".join(table(header, rows))
 
 
-def cmd_lookup(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
+def cmd_lookup(args: argparse.Namespace) -> int:
+    rt, request = requested(args)
     spec, keys = request.spec, request.keys
     assert spec is not None
     if args.wait is None:  # a partial stage's read of an epoch not processed yet is recorded
@@ -254,7 +264,8 @@ def cmd_lookup(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evict(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
+def cmd_evict(args: argparse.Namespace) -> int:
+    rt, request = requested(args)
     spec = request.spec
     assert spec is not None
     removed = rt.evict(spec.name, request.keys)
@@ -267,7 +278,8 @@ def cmd_evict(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_state(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
+def cmd_state(args: argparse.Namespace) -> int:
+    rt, request = requested(args)
     if request.spec is not None:
         names = [request.spec.name]
     else:
@@ -282,28 +294,13 @@ def cmd_state(rt: Runtime, request: Request, args: argparse.Namespace) -> int:
     return 0
 
 
-def seconds(text: str) -> float:
-    """A number of seconds >= 0, for argparse."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}")
-    return value
-
-
-def add_keyed_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    engine: argparse.ArgumentParser,
-    handler: Callable[[argparse.Namespace], int],
-) -> None:
-    """``lookup``, ``evict`` and ``state``; ``handler`` binds the pipeline and calls the
-    command's ``keyed`` function with its runtime."""
-    lookup = commands.add_parser(
+def add_commands(commands: Commands) -> None:
+    lookup = command(
+        commands,
         "lookup",
-        parents=[engine],
-        help="read keys of a stateful or aggregate stage; a partial one fills its holes first",
+        "read keys of a stateful or aggregate stage; a partial one fills its holes first",
+        handler=cmd_lookup,
+        parents=[engine()],
         description=(
             "Print the state rows of the keys, which keys were answered from state (hits) and "
             "which by an upquery, the epoch answered and the time taken."
@@ -327,26 +324,27 @@ def add_keyed_commands(
         "to run it (default: fail at once, naming what holds it; a partial stage's read is then "
         "recorded as a pending upquery, which the Dagster upquery sensor fills)",
     )
-    lookup.add_argument("--json", action="store_true", help="print one JSON object")
-    lookup.set_defaults(handler=handler, keyed=cmd_lookup)
-    evict = commands.add_parser(
+    JSON.add(lookup)
+    evict = command(
+        commands,
         "evict",
-        parents=[engine],
-        help="turn keys of a partial stage into holes (and in the partial stages below it)",
+        "turn keys of a partial stage into holes (and in the partial stages below it)",
+        handler=cmd_evict,
+        parents=[engine()],
     )
     evict.add_argument("stage", help="a partial stateful or aggregate stage")
     evict.add_argument(
         "--key", dest="keys", action="append", required=True, metavar="K", help=KEY_HELP
     )
-    evict.set_defaults(handler=handler, keyed=cmd_evict)
-    state = commands.add_parser(
+    state = command(
+        commands,
         "state",
-        parents=[engine],
-        help="the keyed state of every stateful and aggregate stage (or one): partial or full, "
+        "the keyed state of every stateful and aggregate stage (or one): partial or full, "
         "present keys, rows, bytes, hits, misses, upqueries, evictions",
+        handler=cmd_state,
+        parents=[engine()],
     )
     state.add_argument(
         "stage", nargs="?", help="one stateful or aggregate stage (default: every one)"
     )
-    state.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    state.set_defaults(handler=handler, keyed=cmd_state)
+    JSON.add(state)

@@ -13,30 +13,24 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pipelines.capture.diff import diff_outputs, diff_table
-from pipelines.cli.keyed import seconds
+from pipelines.cli.context import bound
+from pipelines.cli.options import Commands, command, engine, seconds
 from pipelines.errors import RunFailedError
 
 if TYPE_CHECKING:
     from pipelines.run.runtime import Runtime
 
-Bind = Callable[[argparse.Namespace], "Runtime"]
-"""The runtime of the pipeline a command names (registering it)."""
 
-
-def add_replay_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    engine: argparse.ArgumentParser,
-    bind: Bind,
-) -> None:
-    """``replay``; ``bind`` gives the runtime of the pipeline ``-p`` names."""
-    replay = commands.add_parser(
+def add_commands(commands: Commands) -> None:
+    replay = command(
+        commands,
         "replay",
-        parents=[engine],
-        help="feed a pipeline's replayed sources from their captures and run what is ready",
+        "feed a pipeline's replayed sources from their captures and run what is ready",
+        handler=cmd_replay,
+        parents=[engine()],
     )
     replay.add_argument(
         "--follow",
@@ -64,14 +58,13 @@ def add_replay_commands(
         metavar="DIR",
         help="with --diff, captures of the stages' outputs (each header names its stage)",
     )
-    replay.set_defaults(handler=lambda args: cmd_replay(args, bind))
 
 
-def cmd_replay(args: argparse.Namespace, bind: Bind) -> int:
+def cmd_replay(args: argparse.Namespace) -> int:
     if args.diff and not args.captured_outputs:
         print("epochgate: --diff needs --captured-outputs DIR...", file=sys.stderr)
         return 2
-    rt = bind(args)
+    rt = bound(args)
     if not rt.replayed:
         print(f"epochgate: pipeline {rt.pipeline.name} has no replayed source", file=sys.stderr)
         return 1

@@ -10,7 +10,6 @@ naming the pipeline, the stage and the argument, so that nothing wrong waits for
 
 from __future__ import annotations
 
-import argparse
 import keyword
 import os
 import re
@@ -175,17 +174,6 @@ def missing_columns(wanted: Iterable[str], have: Iterable[str]) -> list[str]:
     default: case-insensitively."""
     present = {c.lower() for c in have}
     return [c for c in wanted if c.lower() not in present]
-
-
-def non_negative(text: str) -> int:
-    """An epoch, for argparse."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not an epoch: {text!r}")
-    return value
 
 
 def check_sink_path(pipeline: str, stage: str, path: object) -> str:

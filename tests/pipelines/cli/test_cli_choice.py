@@ -4,6 +4,7 @@ fails registers nothing. No test here starts Spark: none of these commands needs
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,77 @@ def test_a_pipeline_registered_from_python_is_named_by_its_reference_once(
     assert run(capsys, "advance", "-p", REFERENCE, "clicks", "1")[0] == 0
     assert registered(home) == [Registration("clicks", REFERENCE)]
     assert run(capsys, "advance", "clicks", "2") == (0, "clicks worker 0 is at epoch 2\n", "")
+
+
+def test_a_read_given_the_reference_records_it_for_the_next_command(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pipeline().register(Ledger(home / "ledger.duckdb"))  # its code's place is not known
+    assert registered(home) == [Registration("clicks")]
+    code, out, _ = run(capsys, "status", "--json", "-p", REFERENCE)
+    assert code == 0
+    assert {r["pipeline"] for r in json.loads(out)} == {"clicks"}
+    assert registered(home) == [Registration("clicks", REFERENCE)]
+    assert run(capsys, "advance", "clicks", "1") == (0, "clicks worker 0 is at epoch 1\n", "")
+    # Reading by the registered name, or by the recorded reference, changes nothing.
+    for given in ("clicks", REFERENCE):
+        assert run(capsys, "ledger", "verify", "-p", given)[0] == 0
+    assert registered(home) == [Registration("clicks", REFERENCE)]
+
+
+def test_a_read_never_records_code_that_defines_another_graph(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = pipeline()
+    other.transform("more", "clicks", fn=lambda df: df)  # not the graph REFERENCE defines
+    other.register(Ledger(home / "ledger.duckdb"))
+    assert run(capsys, "status", "-p", REFERENCE)[0] == 0
+    assert registered(home) == [Registration("clicks")]
+
+
+MODULE = """
+from pipelines import Pipeline
+from tests.fixtures.clicks import CLICKS
+
+
+def pipeline() -> Pipeline:
+    p = Pipeline("local_clicks")
+    p.source("clicks", schema=CLICKS, workers=2)
+    return p
+"""
+
+
+def test_a_module_in_the_working_directory_is_found(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    (tmp_path / "clicks_here.py").write_text(MODULE)
+    code, out, err = run(capsys, "advance", "-p", "clicks_here:pipeline", "clicks", "1")
+    assert (code, out, err) == (0, "clicks worker 0 is at epoch 1\n", "")
+    assert registered(home) == [Registration("local_clicks", "clicks_here:pipeline")]
+    assert run(capsys, "close", "clicks")[0] == 0  # the ledger remembers where the code is
+
+
+def test_a_module_that_fails_to_load_is_one_line(
+    home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    (tmp_path / "clicks_typo.py").write_text("def pipeline(:\n    pass\n")
+    (tmp_path / "clicks_raises.py").write_text("def pipeline():\n    return 1 / 0\n")
+    code, out, err = run(capsys, "advance", "-p", "clicks_typo:pipeline", "clicks", "1")
+    assert (code, out) == (1, "")
+    assert err.startswith("epochgate: cannot load pipeline 'clicks_typo:pipeline': SyntaxError: ")
+    assert err.endswith(f"({tmp_path / 'clicks_typo.py'}, line 1)\n")
+    code, out, err = run(capsys, "advance", "-p", "clicks_raises:pipeline", "clicks", "1")
+    assert (code, out) == (1, "")
+    assert err == (
+        "epochgate: cannot load pipeline 'clicks_raises:pipeline': ZeroDivisionError: division "
+        f"by zero ({tmp_path / 'clicks_raises.py'}, line 2)\n"
+    )
+    code, _, err = run(capsys, "advance", "-p", "clicks_nowhere:pipeline", "clicks", "1")
+    assert code == 1
+    assert err == (
+        "epochgate: cannot load pipeline 'clicks_nowhere:pipeline': No module named "
+        f"'clicks_nowhere' (searched from {tmp_path} and the Python path)\n"
+    )
+    assert not (home / "ledger.duckdb").exists()
