@@ -1,14 +1,40 @@
-"""Session-wide fixtures: one local SparkSession for every Spark test; the slow test files first."""
+"""Session-wide fixtures: one local SparkSession for every Spark test; the slow test files first;
+every process a test starts killed with the session (``tests.reaper``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests import reaper
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the controller (not in an xdist worker, which inherits its mark), before any worker or
+    test starts a process: mark the session's processes and start their watchdog."""
+    if not hasattr(config, "workerinput"):
+        reaper.start()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With xdist, before the controller waits for its workers to exit (they have torn their
+    tests down, or are interrupted): kill what their tests left now, sparing the workers (this
+    process's children). A child a test forked keeps its worker's pipe to the controller open,
+    and the controller would wait for it, 10 s a worker, before ending the session."""
+    if session.config.pluginmanager.has_plugin("dsession"):
+        reaper.finish(spare=reaper.children(os.getpid()))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The controller's last act (its workers are gone by then): kill what its tests left."""
+    reaper.finish()
 
 
 @pytest.fixture(scope="session")

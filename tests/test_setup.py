@@ -8,6 +8,8 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+from tests import reaper
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "system-packages"
 
@@ -27,7 +29,7 @@ def test_system_packages_that_cannot_be_installed_are_named_in_one_line(tmp_path
     path = _bin(tmp_path, "bash", "id", "mktemp", "tail", "rm")
     done = subprocess.run(
         [str(path / "bash"), str(SCRIPT), "java", "chromium"],
-        env={"PATH": str(path), "HOME": str(tmp_path)},
+        env={"PATH": str(path), "HOME": str(tmp_path), **reaper.marks()},
         check=False,
         capture_output=True,
         text=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from progress.faults import FAULT_ENV
 from tests.faults.scenario import Home
+from tests.waiting import within
 
 REPO = Path(__file__).resolve().parents[2]
 KILLED = -signal.SIGKILL
@@ -76,15 +77,18 @@ def run_child(
 def _group_gone(pgid: int, grace: float = 20.0) -> bool:
     """Wait up to ``grace`` seconds for every process of group ``pgid`` to end; kill what is
     left after that (and say so)."""
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
+    if within(lambda: not _group_alive(pgid), grace, every=0.1):
+        return True
     try:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         return True
     return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True

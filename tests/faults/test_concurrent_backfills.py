@@ -7,6 +7,10 @@ the invariants are checked (``tests.faults.invariants``): ``ledger verify`` clea
 equal to DuckDB SQL over the raw inputs (no row lost, none counted twice), nothing uncommitted
 visible, and no frontier moved back between any two looks taken while the runs went on.
 
+The campaign is one scenario (``Backfills``, shared by the module) taken in steps, each a test
+that says what it checks; a step runs once, when the first test that needs it asks, after the
+steps before it; one that failed fails the tests after it, naming it.
+
 ``FAULTS=full``: more epochs, and a run worker is killed (SIGKILL) while it executes a
 backfill's run: the warm launcher's health check reports the run's worker failed, the run
 fails, and the instance's run retries (enabled here) re-execute it on the replacement worker;
@@ -19,9 +23,9 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +33,7 @@ import dagster as dg
 import pytest
 from pyspark.sql import SparkSession
 
-from dagster_project.demo import instance_home
+from dagster_project.dev.instance import instance_home
 from dagster_project.internals import WorkerStatus
 from dagster_project.names import WORKER_TAG
 from dagster_project.partitions import epoch_key
@@ -49,8 +53,9 @@ from tests.dagster_project.test_daemon import (
     send_epochs,
 )
 from tests.faults import invariants
-from tests.faults.recorder import Recorder, full
+from tests.faults.recorder import Campaign, Recorder, full
 from tests.sockets import accepts, free_port
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.faults,
@@ -108,12 +113,14 @@ FULL = Form(
 )
 
 
-def wait_until(dev: DagsterDev, done: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
+def wait_for(dev: DagsterDev, done: Callable[[], bool], what: str, timeout: float) -> None:
+    """Wait until ``done()``, failing at once when ``dagster dev`` has exited."""
+
+    def alive_and_done() -> bool:
         dev.check_alive()
-        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f}s\n{dev.log_tail()}"
-        time.sleep(0.5)
+        return done()
+
+    wait_until(alive_and_done, timeout, what, every=0.5, detail=dev.log_tail)
 
 
 def tags(run: dict[str, Any]) -> dict[str, str]:
@@ -181,11 +188,155 @@ def no_spark() -> SparkSession:
     raise AssertionError("the test's process runs no stage: the daemon's runs do")
 
 
-def test_eight_concurrent_backfills_while_new_epochs_arrive_count_nothing_twice(
-    tmp_path: Path, recorder: Recorder
-) -> None:
+def partition_added(dev: DagsterDev, key: str) -> Callable[[], bool]:
+    """Whether the instance has partition ``key`` (the frontier sensor adds each epoch it sees)."""
+    return lambda: key in partition_keys(dev)
+
+
+STOPPED = "the services stopped"
+
+
+class Steps:
+    """The steps of one scenario: each runs once, by the first test that needs it; a step that
+    failed fails every later test that needs it, naming it, instead of running it again."""
+
+    def __init__(self) -> None:
+        self._done: dict[str, BaseException | None] = {}
+
+    def once(self, name: str, step: Callable[[], None]) -> None:
+        if name in self._done:
+            failed = self._done[name]
+            if failed is not None:
+                pytest.fail(f"the step {name!r} failed before: {failed!r}", pytrace=False)
+            return
+        try:
+            step()
+        except BaseException as err:
+            self._done[name] = err
+            raise
+        self._done[name] = None
+
+    def ran(self, name: str) -> bool:
+        """Whether the step was run (whether or not it failed)."""
+        return name in self._done
+
+
+@dataclass
+class Backfills:
+    """The campaign's world, shared by its steps: the inputs, the ledger and a runtime on it (to
+    send epochs and read outputs; it runs no stage), ``dagster dev`` and the Connect server,
+    and what each step found."""
+
+    form: Form
+    campaign: Campaign
+    data: DemoData
+    ledger: Ledger
+    rt: Runtime
+    dagster_home: Path
+    dev: DagsterDev
+    connect_port: int
+    tally: invariants.Tally
+    watch: FrontierWatch
+    steps: Steps = field(default_factory=Steps)
+    ids: list[str] = field(default_factory=list)
+    killed: list[tuple[str, int, float]] = field(default_factory=list)
+    """The run killed, its worker's pid, and when."""
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    statuses: dict[str, str] = field(default_factory=dict)
+    health: Any = None
+
+    def first_epochs(self) -> None:
+        """The epochs to backfill are sent; the frontier sensor runs them."""
+
+        def step() -> None:
+            send_epochs(self.rt, self.data, self.form.done)
+            done = len(self.form.done)
+            wait_for(self.dev, lambda: all_done(self.ledger, done), "the first epochs", 600)
+            self.watch.look()
+
+        self.steps.once("the first epochs run", step)
+
+    def launched(self) -> list[str]:
+        """Eight backfills at once; their ids."""
+
+        def step() -> None:
+            self.first_epochs()
+            with ThreadPoolExecutor(len(self.form.ranges)) as pool:
+                self.ids = list(pool.map(lambda r: launch_backfill(self.dev, *r), self.form.ranges))
+
+        self.steps.once("eight backfills launched", step)
+        return self.ids
+
+    def arrived(self) -> None:
+        """New epochs arrive while the backfills run, each seen by the frontier sensor (its
+        partition added) before the next; the long form kills a backfill run's worker."""
+
+        def step() -> None:
+            ids = set(self.launched())
+            for epoch in self.form.arriving:
+                send_epochs(self.rt, self.data, (epoch,))
+                self.watch.look()
+                if self.form.kill and not self.killed:
+
+                    def kill() -> bool:
+                        found = kill_a_backfill_worker(self.dev, ids)
+                        if found is not None:
+                            self.killed.append((*found, time.time()))
+                        return bool(self.killed)
+
+                    wait_for(self.dev, kill, "a backfill run starts", 300)
+                seen = f"the frontier sensor seeing epoch {epoch}"
+                wait_for(self.dev, partition_added(self.dev, epoch_key(epoch)), seen, 300)
+            close_inputs(self.rt)
+
+        self.steps.once("new epochs arrived", step)
+
+    def settled(self) -> None:
+        """Every backfill has ended, every stage is done at every epoch with nothing stale, and
+        every run has finished; what the runs and the instance say then."""
+
+        def step() -> None:
+            self.arrived()
+
+            def finished() -> bool:
+                self.watch.look()
+                if any(backfill_status(self.dev, i) not in ENDED for i in self.ids):
+                    return False
+                if not all_done(self.ledger, self.form.epochs) or self.ledger.stale("bank"):
+                    return False
+                return all(r["status"] in FINISHED for r in self.dev.runs())
+
+            timeout = 1800 if full() else 600
+            wait_for(self.dev, finished, "the backfills and the new epochs", timeout)
+            self.runs = self.dev.runs()
+            self.statuses = {i: backfill_status(self.dev, i) for i in self.ids}
+            with dg.DagsterInstance.from_config(str(self.dagster_home)) as instance:
+                for victim, _, _ in self.killed:
+                    record = instance.get_run_by_id(victim)
+                    assert record is not None
+                    self.health = instance.run_launcher.check_run_worker_health(record)
+
+        self.steps.once("everything settled", step)
+
+    def stopped(self) -> None:
+        """Every service stopped by pid (after the runs settled, when they did)."""
+
+        def step() -> None:
+            try:
+                stop(self.dev)
+            finally:
+                connect_server.stop(self.connect_port, echo=lambda _: None)
+
+        self.steps.once(STOPPED, step)
+
+    def backfill_runs(self) -> list[dict[str, Any]]:
+        return [r for r in self.runs if tags(r).get(BACKFILL_TAG) in set(self.ids)]
+
+
+@pytest.fixture(scope="module")
+def backfills(tmp_path_factory: pytest.TempPathFactory, recorder: Recorder) -> Iterator[Backfills]:
     form = FULL if full() else FAST
-    campaign = recorder.campaign("8 concurrent backfills under the daemon")
+    tmp_path = tmp_path_factory.mktemp("backfills")
     state = tmp_path / "home"
     data: DemoData = generate(
         tmp_path / "inputs", epochs=form.epochs, rows=form.rows, accounts=20, seed=21
@@ -208,88 +359,109 @@ def test_eight_concurrent_backfills_while_new_epochs_arrive_count_nothing_twice(
         "EPOCHGATE_SPARK": connect_server.connect_url(connect_port),
     }
     dev = launch(tmp_path, env)  # it starts while the Connect server does
-    killed: list[tuple[str, int, float]] = []  # the run, its worker's pid, when
+    world = Backfills(
+        form=form,
+        campaign=recorder.campaign("8 concurrent backfills under the daemon"),
+        data=data,
+        ledger=ledger,
+        rt=rt,
+        dagster_home=dagster_home,
+        dev=dev,
+        connect_port=connect_port,
+        tally=tally,
+        watch=watch,
+    )
     try:
         connect_server.start(connect_port, echo=lambda _: None, timeout=300)
         dev_serving(dev, timeout=300)
-        # The epochs to backfill are sent; the frontier sensor runs them.
-        send_epochs(rt, data, form.done)
-        wait_until(dev, lambda: all_done(ledger, len(form.done)), "the first epochs", 600)
-        watch.look()
-        keys = {epoch_key(e) for e in form.done}
-        assert keys <= set(partition_keys(dev))
-
-        # Eight backfills at once, then new epochs arrive while they run.
-        with ThreadPoolExecutor(len(form.ranges)) as pool:
-            ids = list(pool.map(lambda r: launch_backfill(dev, *r), form.ranges))
-        assert len(set(ids)) == len(form.ranges)
-        for epoch in form.arriving:
-            send_epochs(rt, data, (epoch,))
-            watch.look()
-            if form.kill and not killed:
-
-                def kill() -> bool:
-                    found = kill_a_backfill_worker(dev, set(ids))
-                    if found is not None:
-                        killed.append((*found, time.time()))
-                    return bool(killed)
-
-                wait_until(dev, kill, "a backfill run starts", 300)
-            time.sleep(2.0)
-        close_inputs(rt)
-
-        def finished() -> bool:
-            watch.look()
-            if any(backfill_status(dev, i) not in ENDED for i in ids):
-                return False
-            if not all_done(ledger, form.epochs) or ledger.stale("bank"):
-                return False
-            return all(r["status"] in FINISHED for r in dev.runs())
-
-        wait_until(dev, finished, "the backfills and the new epochs", 1800 if full() else 600)
-        runs = dev.runs()
-        statuses = {i: backfill_status(dev, i) for i in ids}
-        with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
-            health = None
-            for victim, _, _ in killed:
-                record = instance.get_run_by_id(victim)
-                assert record is not None
-                health = instance.run_launcher.check_run_worker_health(record)
+        yield world
     finally:
-        try:
-            stop(dev)
-        finally:
-            connect_server.stop(connect_port, echo=lambda _: None)
-        assert not group_members(dev.process.pid), "processes of dagster dev still running"
-        assert not accepts(dev.port), f"something still listens on port {dev.port}"
-        assert not accepts(connect_port), f"something still listens on port {connect_port}"
+        if not world.steps.ran(STOPPED):  # a test stopped them, and checked it
+            world.stopped()
 
-    by_backfill = [r for r in runs if tags(r).get(BACKFILL_TAG) in set(ids)]
-    expected_runs = sum(last - first + 1 for first, last in form.ranges)
-    if not killed:
-        failed = [r for r in runs if r["status"] != "SUCCESS"]
-        assert failed == [], failed
-        assert set(statuses.values()) <= {"COMPLETED", "COMPLETED_SUCCESS"}, statuses
-        assert len(by_backfill) == expected_runs
-    else:
-        ((victim, pid, at),) = killed
-        campaign.killed("run worker, mid-backfill")
-        assert health is not None
-        assert health.status == WorkerStatus.FAILED, health
-        assert next(r["status"] for r in runs if r["runId"] == victim) == "FAILURE"
-        retried = [r for r in runs if tags(r).get("dagster/parent_run_id") == victim]
-        assert [r["status"] for r in retried] == ["SUCCESS"], retried
-        assert all(int(tags(r)[WORKER_TAG]) != pid for r in retried)
-        failed = [r for r in runs if r["status"] != "SUCCESS"]
-        assert [r["runId"] for r in failed] == [victim], failed
-        assert len(by_backfill) == expected_runs + 1
-        campaign.recovered(max(r["endTime"] for r in retried) - at)
 
+def test_the_sensor_runs_the_epochs_to_backfill_and_adds_their_partitions(
+    backfills: Backfills,
+) -> None:
+    backfills.first_epochs()
+    keys = {epoch_key(e) for e in backfills.form.done}
+    assert keys <= set(partition_keys(backfills.dev))
+
+
+def test_eight_overlapping_backfills_launch_at_once(backfills: Backfills) -> None:
+    ids = backfills.launched()
+    assert len(set(ids)) == len(backfills.form.ranges)
+
+
+def test_new_epochs_arrive_and_are_seen_while_the_backfills_run(backfills: Backfills) -> None:
+    backfills.arrived()
+    keys = {epoch_key(e) for e in backfills.form.arriving}
+    assert keys <= set(partition_keys(backfills.dev))
+    assert bool(backfills.killed) == backfills.form.kill
+
+
+def test_every_backfill_ends_and_every_epoch_is_done_with_nothing_stale(
+    backfills: Backfills,
+) -> None:
+    backfills.settled()
+    assert set(backfills.statuses) == set(backfills.ids)
+    assert all(s in ENDED for s in backfills.statuses.values()), backfills.statuses
+    assert all_done(backfills.ledger, backfills.form.epochs)
+    assert not backfills.ledger.stale("bank")
+
+
+def test_every_service_stops_and_nothing_is_left_listening(backfills: Backfills) -> None:
+    backfills.settled()
+    backfills.stopped()
+    dev = backfills.dev
+    assert not group_members(dev.process.pid), "processes of dagster dev still running"
+    assert not accepts(dev.port), f"something still listens on port {dev.port}"
+    port = backfills.connect_port
+    assert not accepts(port), f"something still listens on port {port}"
+
+
+@pytest.mark.skipif(full(), reason="FAULTS=full kills a backfill's run: the test after this")
+def test_every_backfill_run_succeeds_once_per_partition(backfills: Backfills) -> None:
+    backfills.settled()
+    runs, statuses = backfills.runs, backfills.statuses
+    failed = [r for r in runs if r["status"] != "SUCCESS"]
+    assert failed == [], failed
+    assert set(statuses.values()) <= {"COMPLETED", "COMPLETED_SUCCESS"}, statuses
+    assert len(backfills.backfill_runs()) == expected_runs(backfills.form)
+
+
+@pytest.mark.skipif(not full(), reason="only FAULTS=full kills a backfill's run")
+def test_the_killed_run_fails_and_is_retried_once_on_another_worker(backfills: Backfills) -> None:
+    backfills.settled()
+    runs, health = backfills.runs, backfills.health
+    ((victim, pid, at),) = backfills.killed
+    backfills.campaign.killed("run worker, mid-backfill")
+    assert health is not None
+    assert health.status == WorkerStatus.FAILED, health
+    assert next(r["status"] for r in runs if r["runId"] == victim) == "FAILURE"
+    retried = [r for r in runs if tags(r).get("dagster/parent_run_id") == victim]
+    assert [r["status"] for r in retried] == ["SUCCESS"], retried
+    assert all(int(tags(r)[WORKER_TAG]) != pid for r in retried)
+    failed = [r for r in runs if r["status"] != "SUCCESS"]
+    assert [r["runId"] for r in failed] == [victim], failed
+    assert len(backfills.backfill_runs()) == expected_runs(backfills.form) + 1
+    backfills.campaign.recovered(max(r["endTime"] for r in retried) - at)
+
+
+def test_no_row_is_lost_or_counted_twice_and_no_frontier_moved_back(backfills: Backfills) -> None:
+    backfills.settled()
+    backfills.stopped()
+    tally, rt, watch = backfills.tally, backfills.rt, backfills.watch
     before = {"bank": watch.first}
     invariants.check_moves(tally, before, rt)
     invariants.check_visible(tally, rt)
-    invariants.check_outputs(tally, rt, Oracle(data.root), form.epochs)
-    campaign.checked(tally)
+    invariants.check_outputs(tally, rt, Oracle(backfills.data.root), backfills.form.epochs)
+    backfills.campaign.checked(tally)
     assert tally.problems == [], tally.problems
     assert (tally.lost, tally.doubled) == (0, 0)
     assert watch.looks > 3
+
+
+def expected_runs(form: Form) -> int:
+    """One run per partition of every backfill."""
+    return sum(last - first + 1 for first, last in form.ranges)

@@ -33,6 +33,7 @@ from pipelines.errors import (
 from pipelines.run.runtime import Runtime
 from pipelines.testing import throwaway_runtime
 from progress.errors import EpochgateError, InvalidInputTimeError
+from progress.ledger import release_all
 from tests.faults import hostile
 from tests.faults.hostile import (
     LONGEST,
@@ -64,6 +65,14 @@ class World:
         """Nothing was committed since ``before`` (``hostile.check_nothing_committed``)."""
         check_nothing_committed(self.tally, self.rt, before, what)
         assert self.tally.problems == []
+
+    def names(self) -> set[str]:
+        """Every file and directory name under the root, once every file this process keeps
+        attached between uses (the ledger of the runtime, and of each command run here) is
+        let go: a ledger attached after a write has a write-ahead log beside it (``.wal``),
+        gone once it is detached, so only a settled listing says what the actions made."""
+        release_all()
+        return hostile.names_under(self.root)
 
     def cli(self, *argv: str) -> int:
         """``epochgate ARGV`` in this process, on this world's ledger: its exit status."""
@@ -218,7 +227,7 @@ def test_a_hostile_name_is_refused_everywhere_and_never_becomes_a_path(
     world: World, name: str
 ) -> None:
     before = committed(world.rt)
-    rt, known = world.rt, hostile.names_under(world.root)
+    rt, known = world.rt, world.names()
     actions: dict[str, Callable[[], object]] = {
         "input": lambda: rt.input(name, 0),
         "read": lambda: rt.read(name, 0),
@@ -249,7 +258,7 @@ def test_a_hostile_name_is_refused_everywhere_and_never_becomes_a_path(
         ["send", "-p", name, "moves", str(world.files / "epoch0.parquet")],
     ):
         assert world.cli(*argv) == 1, argv
-    assert hostile.names_under(world.root) == known  # no directory named after it, anywhere
+    assert world.names() == known  # no directory named after it, anywhere
     assert not (world.root.parent / "never").exists()
     assert not (world.files / "never").exists()
     world.unchanged(before, "a hostile name is refused everywhere and never becomes a path")
@@ -418,7 +427,7 @@ def test_a_file_rewritten_while_it_is_sent_is_committed_whole_or_refused(
             with path.open("wb") as fh:  # in place: a reader can see it half written
                 fh.write(blob[: len(blob) // 2])
                 fh.flush()
-                time.sleep(0.0005)
+                time.sleep(0.0005)  # the point: a window in which the file is half written
                 fh.write(blob[len(blob) // 2 :])
 
     tally, outcomes = Tally(), {"committed": 0, "changed": 0, "corrupt": 0}

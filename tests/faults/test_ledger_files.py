@@ -31,6 +31,8 @@ from tests.faults.disks import unwritable
 from tests.faults.kills import REPO
 from tests.faults.recorder import Recorder
 from tests.faults.scenario import Home, new_home, pipeline, send_epoch
+from tests.lock_files import blocked, wanted
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.ledger]
 
@@ -140,10 +142,12 @@ def _advance_under_a_lost_lock(
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 180
-        while not lock.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(1.0)
+        # It has locked the new lock file, and DuckDB refused its attach: it marks its wait.
+        wait_until(
+            lambda: other.poll() is not None or (lock.exists() and wanted(rt.ledger.path)),
+            180,
+            "the other process waiting to attach the ledger",
+        )
         assert other.poll() is None, other.communicate()  # it waits: the ledger is attached
         try:
             rt.input("card_payments", 0).advance_to(2)
@@ -186,14 +190,14 @@ def test_a_waiter_whose_lock_file_is_deleted_locks_the_file_at_the_path(tmp_path
     second = LedgerLock(path, 30.0)
     waiting = threading.Thread(target=second.acquire)
     waiting.start()
-    time.sleep(0.3)
+    wait_until(lambda: blocked(path), 10, "the second lock's wait for the first")
     path.unlink()
     assert not first.intact()
     third = LedgerLock(path, 1.0)
     third.acquire()  # a new lock file, free
     assert third.intact()
     first.release()  # the waiter wins the deleted file's lock, lets it go, waits for the new one
-    waiting.join(0.5)
+    wait_until(lambda: blocked(path), 10, "the second lock's wait for the new lock file")
     assert waiting.is_alive()
     third.release()
     waiting.join(10.0)

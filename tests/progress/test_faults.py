@@ -11,6 +11,7 @@ import pytest
 
 from progress.errors import EpochgateError, FaultSpecError
 from progress.faults import FAULT_ENV, Armed, FaultPoint, parse
+from tests import reaper
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,7 +64,7 @@ print("finished", flush=True)
 
 
 def _reach(setting: str | None) -> subprocess.CompletedProcess[str]:
-    env = {"PYTHONPATH": str(REPO)}
+    env = {"PYTHONPATH": str(REPO), **reaper.marks()}
     if setting is not None:
         env[FAULT_ENV] = setting
     return subprocess.run(

@@ -14,6 +14,7 @@ import pytest
 
 from progress.ledger.lock import LedgerLock
 from state_store.keyed import KeyedState
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.ledger
 
@@ -53,7 +54,7 @@ def _fork_inside_a_writer(state: KeyedState, ready: Queue[int]) -> None:
         child = FORK.Process(target=time.sleep, args=(60,), daemon=False)
         child.start()
         ready.put(child.pid or 0)
-        time.sleep(60)  # killed meanwhile
+        time.sleep(60)  # the point: it holds the lock until it is killed
 
 
 def test_a_writer_lock_dies_with_its_process_even_when_a_forked_child_lives_on(
@@ -66,9 +67,8 @@ def test_a_writer_lock_dies_with_its_process_even_when_a_forked_child_lives_on(
     child = ready.get(timeout=60)
     try:
         os.kill(parent.pid or 0, signal.SIGKILL)
-        deadline = time.monotonic() + 60
-        while parent.exitcode is None and time.monotonic() < deadline:  # not join(): the
-            time.sleep(0.01)  # child keeps its copy of the parent's sentinel open
+        # Not join(): the child keeps its copy of the parent's sentinel open.
+        wait_until(lambda: parent.exitcode is not None, 60, "the killed writer's end", every=0.01)
         lock = LedgerLock(state.writer_lock_path("bank", "balances"), timeout=5)
         lock.acquire()  # not kept by the child's copy of the dead parent's descriptor
         lock.release()

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.ledger
 def hold_writer(path: str, seconds: float, ready: multiprocessing.synchronize.Event) -> None:
     with KeyedState(path).writer("bank", "balances"):
         ready.set()
-        time.sleep(seconds)
+        time.sleep(seconds)  # the point: the lock is held a while, then let go by itself
 
 
 def test_another_process_waits_and_a_timeout_names_the_holder(tmp_path: Path) -> None:

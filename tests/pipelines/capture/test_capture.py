@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from progress.capture import Messages, Revision
 from progress.errors import CaptureError
 from progress.ledger import CaptureRecord, Ledger, StreamHead
 from tests.fixtures import captures, slow
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -269,14 +269,9 @@ def test_a_run_killed_in_its_spark_job_leaves_no_event(tmp_path: Path, spark: Sp
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    attempts = tmp_path / "data" / "slowpoke" / "slow"
     try:
-        deadline = time.monotonic() + 120
-        while not list(attempts.glob("port=0/epoch=*/attempt=*/_temporary")):
-            assert child.poll() is None, "the run finished before it could be killed"
-            assert time.monotonic() < deadline, "the run never started writing"
-            time.sleep(0.05)
-        time.sleep(0.3)
+        wait_until(lambda: child.poll() is not None or slow.writing(tmp_path), 120, "the write")
+        assert child.poll() is None, "the run finished before it could be killed"
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()

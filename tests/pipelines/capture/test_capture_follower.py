@@ -22,6 +22,7 @@ from pipelines.run.runtime import Runtime
 from pipelines.spark.session import spark_session
 from progress.ledger import Ledger
 from tests.fixtures import captures
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 P = "progress"
@@ -60,10 +61,13 @@ def test_a_burst_of_commits_is_synced_once_by_itself(
             handle.advance_to(1)
             commits += 1
     sent = time.monotonic()
-    deadline = sent + SYNC_DELAY + 10
-    while captures.shapes(tmp_path / "worker0") != EPOCH_0:
-        assert time.monotonic() < deadline, captures.shapes(tmp_path / "worker0")
-        time.sleep(0.02)
+    wait_until(
+        lambda: captures.shapes(tmp_path / "worker0") == EPOCH_0,
+        SYNC_DELAY + 10,
+        "worker 0's epoch 0 in its capture",
+        every=0.02,
+        detail=lambda: str(captures.shapes(tmp_path / "worker0")),
+    )
     # Nothing asked for it: the follower's own thread synced, at most once per delay.
     assert 1 <= len(syncs) <= 1 + (sent - started) / SYNC_DELAY < commits
     assert all(s >= started + SYNC_DELAY * 0.9 for s in syncs[:1])

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from pipelines.examples.bank_data import Oracle
 from progress.ledger import Ledger, MessageRecord
 from tests.fixtures import captures
 from tests.fixtures.followed import FOLLOWED_ENV, NAME, REF
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -73,13 +73,6 @@ def in_session(sid: int) -> list[int]:
     return found
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 180.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def done(ledger: Ledger) -> list[int]:
     if not ledger.path.exists() or NAME not in ledger.pipelines():
         return []
@@ -125,12 +118,14 @@ def test_a_follower_runs_each_epoch_only_after_the_upstream_committed_it(
     try:
         captures.send_epoch(upstream, data, 0)
         upstream.run_stage("valid_cards", 0)
-        wait_for(lambda: done(b) == [0], "the follower's epoch 0")
+        wait_until(lambda: done(b) == [0], 180, "the follower's epoch 0", detail=log.read_text)
 
         captures.send_epoch(upstream, data, 1)  # card worker 2 holds epoch 1
         captures.send_epoch(upstream, data, 2)
         assert ("valid_cards", 1) not in upstream.ready()
-        time.sleep(20 * POLL)  # the follower looks at the capture again and again
+        # The point is a span of time: no look of the follower marks itself when it finds
+        # nothing new, and what is checked is that none of 20 of them runs epoch 1.
+        time.sleep(20 * POLL)
         assert follower.poll() is None, log.read_text()
         assert done(b) == [0]
         assert b.history(NAME, "card_totals", 1).runs == ()
@@ -149,7 +144,7 @@ def test_a_follower_runs_each_epoch_only_after_the_upstream_committed_it(
         if follower.poll() is None:
             os.killpg(follower.pid, signal.SIGKILL)
             follower.wait()
-    wait_for(lambda: not in_session(follower.pid), "the follower's JVM to end", timeout=30)
+    wait_until(lambda: not in_session(follower.pid), 30, "the end of the follower's JVM")
 
     a = upstream.ledger
     assert done(b) == [0, 1, 2]

@@ -12,7 +12,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from pipelines.run.runtime import Runtime
 from progress.ledger import Ledger
 from tests.fixtures.partial_reader import SIGNAL
 from tests.fixtures.partials import Raw, ledger_pipeline, writes
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -44,6 +46,19 @@ def reader(root: Path, mode: str) -> subprocess.Popen[str]:
     return child
 
 
+def listen(child: subprocess.Popen[str], lines: list[str]) -> None:
+    """Append each line ``child`` prints to ``lines`` as it comes."""
+    assert child.stdout is not None
+    for line in child.stdout:
+        lines.append(line)
+
+
+def answered_again(child: subprocess.Popen[str], lines: list[str]) -> Callable[[], bool]:
+    """Whether the reader has answered again since now (one more line of ``lines``), or ended."""
+    seen = len(lines)
+    return lambda: child.poll() is not None or len(lines) > seen
+
+
 def test_a_fill_killed_while_spark_works_leaves_the_key_a_hole(
     tmp_path: Path, spark: SparkSession
 ) -> None:
@@ -55,12 +70,10 @@ def test_a_fill_killed_while_spark_works_leaves_the_key_a_hole(
     before = rt.state_info("balances")
     child = reader(tmp_path, "stuck")
     try:
-        deadline = time.monotonic() + 180
-        while not (tmp_path / SIGNAL).exists():
-            assert child.poll() is None, "the fill ended before it could be killed"
-            assert time.monotonic() < deadline, "the fill never reached its fold"
-            time.sleep(0.1)
-        time.sleep(0.5)  # well inside the Spark job of the fill
+        # A task of the fill's Spark job says so from inside its fold: killed there.
+        filling = tmp_path / SIGNAL
+        wait_until(lambda: child.poll() is not None or filling.exists(), 180, "the fill's fold")
+        assert child.poll() is None, "the fill ended before it could be killed"
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
@@ -84,18 +97,27 @@ def test_fills_in_another_process_beside_epoch_runs_are_snapshots(
     )
     oracle = raw.oracle()
     child = reader(tmp_path, "snapshots")
+    lines: list[str] = []  # one JSON line per read, as the reader prints them
+    listening = threading.Thread(target=listen, args=(child, lines), daemon=True)
+    listening.start()
     try:
         for epoch in range(epochs):
             rt.run_stage("balances", epoch)
-            time.sleep(1.0)  # room for the reader between runs, too
+            # The reader reads between runs, too: one read at least before the next run.
+            wait_until(
+                answered_again(child, lines),
+                120,
+                f"a read of the reader after epoch {epoch} ran",
+            )
         (tmp_path / "stop").touch()
-        out, _ = child.communicate(timeout=300)
+        child.wait(timeout=300)
+        listening.join(60)
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait()
     assert child.returncode == 0
-    answers = [json.loads(line) for line in out.splitlines()]
+    answers = [json.loads(line) for line in lines]
     assert len(answers) >= 2
     for answer in answers:  # all of each epoch up to its own, none later
         assert answer["rows"] == oracle.balances(answer["as_of"], [1, 2]), answer

@@ -16,7 +16,9 @@ from pyspark.sql import SparkSession
 
 from pipelines import Pipeline
 from pipelines.errors import StageNotReadyError
+from pipelines.reads.lookup import KeyedReads
 from pipelines.run.runtime import Runtime
+from pipelines.stages.kinds import KeyedStage
 from progress.ledger import Ledger
 from tests.fixtures.partials import AGGS, MOVES, Raw, ledger_pipeline, writes
 
@@ -25,8 +27,25 @@ pytestmark = pytest.mark.spark
 HOLDER = "source moves, worker 1, still holds epoch 3"
 
 
+def looks_before(monkeypatch: pytest.MonkeyPatch, epoch: int) -> threading.Event:
+    """An event set once a read of this thread (the main one) has looked at the ledger and
+    found its stage's last epoch before ``epoch``: from then on, it waits for it."""
+    found = threading.Event()
+    real = KeyedReads.last_epoch
+    reader = threading.current_thread()
+
+    def last_epoch(reads: KeyedReads, spec: KeyedStage) -> int | None:
+        last = real(reads, spec)
+        if threading.current_thread() is reader and (last is None or last < epoch):
+            found.set()
+        return last
+
+    monkeypatch.setattr(KeyedReads, "last_epoch", last_epoch)
+    return found
+
+
 def test_a_read_of_an_epoch_not_done_names_its_holder_or_waits_for_it(
-    tmp_path: Path, spark: SparkSession
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.duckdb")
     rt = Runtime(ledger_pipeline(workers=2), ledger, spark, tmp_path / "data")
@@ -48,10 +67,11 @@ def test_a_read_of_an_epoch_not_done_names_its_holder_or_waits_for_it(
 
     other = Runtime(ledger_pipeline(workers=2), ledger, spark, tmp_path / "data")
     failures: list[BaseException] = []
+    waiting = looks_before(monkeypatch, 3)
 
     def release() -> None:  # another runtime of the pipeline closes epoch 3 and runs it
         try:
-            time.sleep(1.0)
+            assert waiting.wait(60), "the read never looked for epoch 3"
             late = Raw(other, tmp_path / "late")
             late.send("moves", 3, writes(3, 1, amount=5), worker=1)
             other.input("moves", 1).close()

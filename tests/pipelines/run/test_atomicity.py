@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from progress import Target
 from progress.ledger import Ledger
 from tests.fixtures import slow
 from tests.fixtures.shop import shop
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -38,12 +38,8 @@ def test_a_run_killed_mid_write_leaves_nothing_visible(tmp_path: Path, spark: Sp
     )
     attempts = tmp_path / "data" / "slowpoke" / "slow"
     try:
-        deadline = time.monotonic() + 120
-        while not list(attempts.glob("port=0/epoch=*/attempt=*/_temporary")):
-            assert child.poll() is None, "the run finished before it could be killed"
-            assert time.monotonic() < deadline, "the run never started writing"
-            time.sleep(0.05)
-        time.sleep(0.5)  # well inside the write: tasks are sleeping in the UDF
+        wait_until(lambda: child.poll() is not None or slow.writing(tmp_path), 120, "the write")
+        assert child.poll() is None, "the run finished before it could be killed"
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()

@@ -17,6 +17,8 @@ from pipelines.run.runtime import Runtime
 from progress.ledger import Ledger
 from state_store import KeyedState
 from tests.fixtures.shop import WORKERS, Shop, oracle, rows_of, shop
+from tests.lock_files import blocked
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -153,7 +155,8 @@ def test_a_stateful_stage_waits_for_another_run_of_it(tmp_path: Path, spark: Spa
             target=lambda: results.extend(r.status for r in rt.revise("balances", [1]))
         )
         worker.start()
-        worker.join(3.0)
+        lock = other.writer_lock_path("bank", "balances")
+        wait_until(lambda: blocked(lock) or not worker.is_alive(), 120, "the revision's wait")
         assert worker.is_alive(), "the revision did not wait for the state's other writer"
         assert rt.ledger.history("bank", "balances", 1).messages == before
     worker.join(120)

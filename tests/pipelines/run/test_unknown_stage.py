@@ -52,9 +52,8 @@ ENTRY_POINTS: dict[str, Callable[[Runtime], object]] = {
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_an_unknown_stage_is_one_error_with_one_sentence_everywhere(entry: str) -> None:
-    with throwaway_runtime(shop()) as rt:
-        with pytest.raises(UnknownStageError) as caught:
-            ENTRY_POINTS[entry](rt)
+    with throwaway_runtime(shop()) as rt, pytest.raises(UnknownStageError) as caught:
+        ENTRY_POINTS[entry](rt)
     err = caught.value
     assert str(err) == SENTENCE
     assert (err.pipeline, err.stage, err.known) == ("shop", "vaild", ("moves", "valid", "balances"))

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.sockets import accepts, free_port, listening, loopback
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -120,10 +120,7 @@ def test_bank_demo_runs_through_a_connect_server(server: Server, tmp_path: Path)
     stopped = epochgate("spark", "stop", "--port", str(server.port), home=server.home)
     assert stopped.returncode == 0, stopped.stderr
     assert f"stopped the Spark Connect server on port {server.port}" in stopped.stdout
-    deadline = time.monotonic() + 10
-    while alive(server.pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not alive(server.pid)
+    wait_until(lambda: not alive(server.pid), 10, f"the end of the server's process {server.pid}")
     assert not accepts(server.port)
     assert not list(server.home.glob(PID_GLOB))
     status = epochgate("spark", "status", "--port", str(server.port), home=server.home)

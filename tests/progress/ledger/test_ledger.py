@@ -279,6 +279,7 @@ def test_a_lock_held_too_long_names_the_holder(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys, time; from progress.ledger import Ledger\n"
+            # The point: it holds the lock (longer than the test needs) until it is killed.
             "with Ledger(sys.argv[1]).session():\n    print('held', flush=True); time.sleep(30)",
             str(path),
         ],

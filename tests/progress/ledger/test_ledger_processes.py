@@ -102,7 +102,8 @@ def test_killed_writers_leave_whole_batches(tmp_path: Path) -> None:
     while (kills < 50 or len(acknowledged) <= 50) and round_ < 200:
         round_ += 1
         proc = spawn(path, round_, 0, forever=True)
-        # Kill at a random instant: during start-up, inside a transaction, between commits.
+        # Kill at a random instant: during start-up, inside a transaction, between commits
+        # (the point: the instant is random, not an event to wait for).
         time.sleep(rnd.uniform(0.15, 0.6))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from progress.ledger import Ledger
 from tests.lock_files import free, wait_free
 from tests.progress.ledger.scenario import bank_graph
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.ledger
 
@@ -89,6 +91,17 @@ def test_an_exiting_process_lets_its_ledger_go_first_and_does_not_wait_for_the_l
     assert Ledger(path, linger=0).pipelines() == ["bank"]
 
 
+def looked(ledger: Ledger) -> bool:
+    """Whether the lingering holder of ``ledger`` has looked for a waiter (its first look opens
+    the ``.want`` file and keeps it open)."""
+    return ledger._sessions._file._want_fd is not None
+
+
+def linger(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is the watcher of a ledger's lingering hold."""
+    return thread.name == "ledger-linger"
+
+
 def open_descriptors() -> int:
     return len(os.listdir("/proc/self/fd"))
 
@@ -97,10 +110,16 @@ def test_ledgers_made_and_dropped_leave_no_descriptor_open(tmp_path: Path) -> No
     path = tmp_path / "ledger.duckdb"
     Ledger(path, linger=0).register("bank", bank_graph())
     before = open_descriptors()
+    watchers = set(threading.enumerate())  # those of other tests' ledgers go on meanwhile
     for _ in range(30):  # as a sensor makes one per tick
         assert Ledger(path, linger=0.05).pipelines() == ["bank"]
     assert wait_free(path)
-    time.sleep(0.1)  # the last watcher closes what it holds after letting go
+    # Each watcher closes what it holds after letting go, then ends.
+    wait_until(
+        lambda: not [t for t in threading.enumerate() if t not in watchers and linger(t)],
+        10,
+        "the end of every watcher of these ledgers",
+    )
     assert open_descriptors() <= before + 3
 
 
@@ -114,7 +133,7 @@ def test_a_wait_is_seen_when_the_want_file_was_replaced_or_the_lock_file_deleted
     )
     # The waiter marks a new .want file: the holder looks at the file at the path.
     want = path.with_name(path.name + ".want")
-    time.sleep(0.1)  # the holder's first look opens it
+    wait_until(lambda: looked(ledger), 10, "the holder's first look (it opens .want)")
     want.unlink()
     started = time.monotonic()
     assert python(child).stdout.split() == ["['bank']"]
@@ -132,12 +151,10 @@ def test_a_wait_is_seen_when_the_want_file_was_replaced_or_the_lock_file_deleted
 def test_a_lingering_ledger_whose_directory_is_removed_is_let_go(tmp_path: Path) -> None:
     home = tmp_path / "home"
     _, ledger = registered(home, 60)
-    time.sleep(0.1)  # the holder's first look has opened .want
+    wait_until(lambda: looked(ledger), 10, "the holder's first look (it opens .want)")
     shutil.rmtree(home)
-    deadline = time.monotonic() + 10
-    while ledger._sessions._file._held is not None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert ledger._sessions._file._held is None  # let go, not held until exit
+    # Let go, not held until exit.
+    wait_until(lambda: ledger._sessions._file._held is None, 10, "the lingering hold let go")
 
 
 def test_release_all_lets_every_lingering_file_of_the_process_go(tmp_path: Path) -> None:
