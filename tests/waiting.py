@@ -21,11 +21,14 @@ def wait_until(
     *,
     every: float = EVERY,
     detail: Callable[[], str] | None = None,
+    check: Callable[[], None] | None = None,
 ) -> T:
     """Call ``predicate`` every ``every`` seconds until it returns something true, and return
     that; after ``timeout`` seconds fail with ``AssertionError`` saying that ``what`` did not
     happen (followed by ``detail()``, such as a log's tail, when given). An exception the
-    predicate raises ends the wait at once.
+    predicate raises ends the wait at once, and so does one ``check()`` raises: it is called
+    before each look, to fail at once on what makes waiting pointless (a server that exited, a
+    failed run).
 
     >>> wait_until(lambda: 42, 1.0, "the answer")
     42
@@ -34,7 +37,8 @@ def wait_until(
     ...
     AssertionError: a non-empty list: not within 0.1 s
     """
-    found = _poll(predicate, timeout, every)
+    looked = predicate if check is None else _checked(predicate, check)
+    found = _poll(looked, timeout, every)
     if not found:
         said = f"{what}: not within {timeout:g} s"
         raise AssertionError(f"{said}\n{detail()}" if detail is not None else said)
@@ -51,6 +55,14 @@ def within(predicate: Callable[[], object], timeout: float, *, every: float = EV
     False
     """
     return bool(_poll(predicate, timeout, every))
+
+
+def _checked(predicate: Callable[[], T], check: Callable[[], None]) -> Callable[[], T]:
+    def look() -> T:
+        check()
+        return predicate()
+
+    return look
 
 
 def _poll(predicate: Callable[[], T], timeout: float, every: float) -> T:

@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import signal
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,8 +27,8 @@ from tests.dagster_project.dagster_dev import (
     stop,
     wait_until_serving,
 )
-from tests.dagster_project.waiting import wait_until
 from tests.sockets import accepts
+from tests.waiting import wait_until, within
 
 VIEWPORT = {"width": 1600, "height": 1000}
 NO_NUX = """
@@ -92,17 +91,14 @@ def browser_pid(browser: Browser) -> int:
 def stop_group(pgid: int, *, timeout: float = 10.0) -> None:
     """Wait for the process group to end; SIGKILL to whatever is left of it after ``timeout``,
     and fail the test if some of it outlives that too."""
-    deadline = time.monotonic() + timeout
-    while group_members(pgid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if group_members(pgid):
+    if not within(lambda: not group_members(pgid), timeout, every=0.2):
         with contextlib.suppress(ProcessLookupError):  # ended meanwhile
             os.killpg(pgid, signal.SIGKILL)
         wait_until(
             lambda: not group_members(pgid),
+            timeout,
             "Chromium's processes end after SIGKILL",
-            timeout=timeout,
-            context=lambda: f"still running: {group_members(pgid)}",
+            detail=lambda: f"still running: {group_members(pgid)}",
         )
 
 

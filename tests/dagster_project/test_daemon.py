@@ -38,8 +38,8 @@ from tests.dagster_project.dagster_dev import (
     stop,
     wait_until_serving,
 )
-from tests.dagster_project.waiting import wait_until as wait_on
 from tests.sockets import accepts, free_port
+from tests.waiting import wait_until as wait_on
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.slow]
 
@@ -142,7 +142,7 @@ def wait_until(
         assert not failed, f"runs failed: {failed}\n{dev.log_tail()}"
 
     # Each look asks the webserver twice; every half second is often enough beside runs of seconds.
-    wait_on(done, what, timeout=timeout, check=check, context=dev.log_tail, poll=0.5)
+    wait_on(done, timeout, what, check=check, detail=dev.log_tail, every=0.5)
 
 
 def test_a_graphql_backfill_of_partitions_while_the_sensor_drives_new_epochs(

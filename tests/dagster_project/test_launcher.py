@@ -40,8 +40,8 @@ from tests.dagster_project.dagster_dev import (
     wait_until_serving,
 )
 from tests.dagster_project.test_daemon import STAGES
-from tests.dagster_project.waiting import wait_until
 from tests.sockets import accepts
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow]
 
@@ -58,7 +58,7 @@ mutation Reexecute($params: ReexecutionParams!) {
 
 def wait_for(dev: DagsterDev, what: str, done: Callable[[], bool], timeout: float = 600) -> None:
     """Wait until ``done`` holds, failing at once when ``dev`` exits."""
-    wait_until(done, what, timeout=timeout, check=dev.check_alive, context=dev.log_tail)
+    wait_until(done, timeout, what, check=dev.check_alive, detail=dev.log_tail)
 
 
 def send_epoch(rt: Runtime, data: DemoData, epoch: int) -> None:
