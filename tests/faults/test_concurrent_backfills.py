@@ -55,6 +55,7 @@ from tests.dagster_project.test_daemon import (
 from tests.faults import invariants
 from tests.faults.recorder import Campaign, Recorder, full
 from tests.sockets import accepts, free_port
+from tests.steps import Steps
 from tests.waiting import wait_until
 
 pytestmark = [
@@ -194,31 +195,6 @@ def partition_added(dev: DagsterDev, key: str) -> Callable[[], bool]:
 
 
 STOPPED = "the services stopped"
-
-
-class Steps:
-    """The steps of one scenario: each runs once, by the first test that needs it; a step that
-    failed fails every later test that needs it, naming it, instead of running it again."""
-
-    def __init__(self) -> None:
-        self._done: dict[str, BaseException | None] = {}
-
-    def once(self, name: str, step: Callable[[], None]) -> None:
-        if name in self._done:
-            failed = self._done[name]
-            if failed is not None:
-                pytest.fail(f"the step {name!r} failed before: {failed!r}", pytrace=False)
-            return
-        try:
-            step()
-        except BaseException as err:
-            self._done[name] = err
-            raise
-        self._done[name] = None
-
-    def ran(self, name: str) -> bool:
-        """Whether the step was run (whether or not it failed)."""
-        return name in self._done
 
 
 @dataclass

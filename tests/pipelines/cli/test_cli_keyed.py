@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from pipelines.testing import send_epochs
 from progress.ledger import Ledger
 from tests.fixtures import keyed_reads
 from tests.fixtures.keyed_reads import BALANCES, D1, D2, ROWS, oracle
+from tests.steps import Steps
 
 REF = "tests.fixtures.keyed_reads:pipeline"
 PROBE = """
@@ -99,133 +101,236 @@ def test_a_lookup_that_fails_registers_nothing(
 
 
 @pytest.mark.spark
-def test_lookup_evict_and_state_from_the_shell(
-    tmp_path: Path, spark: SparkSession, capsys: pytest.CaptureFixture[str]
-) -> None:
-    rt = Runtime(
-        keyed_reads.pipeline(), Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data"
-    )
+@dataclass
+class Shell:
+    """The world the shell's steps share: a runtime of ``keyed_reads`` with epochs 0 and 1
+    complete and run (2 is held), its home, and the steps done."""
+
+    rt: Runtime
+    home: Path
+    steps: Steps = field(default_factory=Steps)
+
+    def cli(self, capsys: pytest.CaptureFixture[str]) -> Cli:
+        return Cli(self.home, capsys)
+
+
+@pytest.fixture(scope="module")
+def shell(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Shell:
+    home = tmp_path_factory.mktemp("shell")
+    rt = Runtime(keyed_reads.pipeline(), Ledger(home / "ledger.duckdb"), spark, home / "data")
     send_epochs(rt, "moves", ROWS)
     rt.input("moves").advance_to(2)  # epochs 0 and 1 are complete; 2 is held
     rt.run()
-    cli = Cli(tmp_path, capsys)
+    return Shell(rt, home)
 
-    # Holes are filled by an upquery; a key with no input rows (9) has no row.
-    code, out, err = cli("lookup", "balances", "--key", "1", "--key", "2", "--key", "9", "-p", REF)
-    assert (code, err) == (0, [])
-    lines = out.splitlines()
-    assert lines[0].startswith("balances as of epoch 1: 2 row(s) in ")
-    assert lines[1].split() == BALANCES.fieldNames()
-    expected = oracle(BALANCE_SQL.format(epoch=1, keys="1, 2, 9"))
-    assert [tuple(int(v) for v in line.split()) for line in lines[2:4]] == expected
-    assert lines[4:] == ["hits: -", "upqueried: 1, 2, 9", "no state row: 9"]
 
-    # Read again: answered from state, the same rows.
-    found = cli.json("lookup", "balances", "--key", "2", "--key", "1", "--key", "9")
-    assert isinstance(found, dict)
-    assert set(found) == {"rows", "hits", "upqueried", "as_of", "seconds"}
-    assert (found["hits"], found["upqueried"], found["as_of"]) == ([2, 1, 9], [], 1)
-    assert [tuple(r.values()) for r in found["rows"]] == sorted(expected, reverse=True)
+FILLED = "holes are filled by an upquery"
+FROM_STATE = "a second read is answered from state"
+EARLIER = "a read as of an earlier epoch"
+OTHER_KEYS = "keys of two columns and of text"
+HELD = "an epoch not processed says what holds it"
+EVICTED = "evicted keys are holes a read fills again"
+STATE = "state says what state_info says"
+ERRORS = "errors name the stage and the key"
 
-    # As of an earlier epoch.
-    earlier = cli.json("lookup", "balances", "--key", "1", "--as-of", "0")
-    assert isinstance(earlier, dict)
-    assert earlier["as_of"] == 0
-    assert [tuple(r.values()) for r in earlier["rows"]] == oracle(
-        BALANCE_SQL.format(epoch=0, keys="1")
-    )
 
-    # A key of two columns (bigint, date), comma-separated; a text key of a full stage.
-    per_day = cli.json("lookup", "per_day", "--key", "1,2026-01-01", "--key", "2,2026-01-02")
-    assert isinstance(per_day, dict)
-    assert per_day["upqueried"] == [[1, "2026-01-01"], [2, "2026-01-02"]]
-    assert [tuple(r.values()) for r in per_day["rows"]] == [
-        (a, d.isoformat(), c, n)
-        for a, d, c, n in oracle(
-            "SELECT account, day, sum(cents), count(*) FROM moves "
-            f"WHERE (account, day) IN ((1, DATE '{D1}'), (2, DATE '{D2}')) GROUP BY ALL "
-            "ORDER BY account"
+def test_holes_are_filled_by_an_upquery(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+    def step() -> None:
+        # A key with no input rows (9) has no row.
+        cli = shell.cli(capsys)
+        code, out, err = cli(
+            "lookup", "balances", "--key", "1", "--key", "2", "--key", "9", "-p", REF
         )
-    ]
-    kinds = cli.json("lookup", "per_kind", "--key", "card", "--key", "cash")
-    assert isinstance(kinds, dict)
-    assert (kinds["hits"], kinds["upqueried"]) == (["card", "cash"], [])
-    assert [tuple(r.values()) for r in kinds["rows"]] == oracle(
-        "SELECT kind, sum(cents), max(cents) FROM moves WHERE kind IN ('card', 'cash') "
-        "GROUP BY kind ORDER BY kind"
-    )
+        assert (code, err) == (0, [])
+        lines = out.splitlines()
+        assert lines[0].startswith("balances as of epoch 1: 2 row(s) in ")
+        assert lines[1].split() == BALANCES.fieldNames()
+        expected = oracle(BALANCE_SQL.format(epoch=1, keys="1, 2, 9"))
+        assert [tuple(int(v) for v in line.split()) for line in lines[2:4]] == expected
+        assert lines[4:] == ["hits: -", "upqueried: 1, 2, 9", "no state row: 9"]
 
-    # An epoch the stage has not processed: what holds it, at once (the read of a partial
-    # stage is then recorded as a pending upquery) or after --wait.
-    held = "stage 'balances' is not ready for epoch 2: source moves, worker 0, still holds epoch 2"
-    recorded = (
-        "; the read is recorded as a pending upquery of balances: it is filled once balances "
-        "has processed epoch 2"
-    )
-    assert cli.fails("lookup", "balances", "--key", "1", "--as-of", "2") == held + recorded
-    pending = rt.ledger.pending_upqueries("ledgers", "balances")
-    assert [(r.key, r.as_of) for r in pending] == [("[1]", 2)]
-    started = time.monotonic()
-    assert cli.fails("lookup", "balances", "--key", "1", "--as-of", "2", "--wait", "0.5") == held
-    assert time.monotonic() - started >= 0.5
+    shell.steps.once(FILLED, step)
 
-    # Evict: the keys that were present become holes; reading one again upqueries it.
-    code, out, err = cli("evict", "balances", "--key", "1", "--key", "5")
-    assert (code, out, err) == (0, "holes now in balances: 1\n", [])
-    code, out, err = cli("evict", "balances", "--key", "1")
-    assert (code, out, err) == (0, "nothing evicted from balances: no key given was present\n", [])
-    again = cli.json("lookup", "balances", "--key", "1")
-    assert isinstance(again, dict)
-    assert (again["hits"], again["upqueried"]) == ([], [1])
-    assert [tuple(r.values()) for r in again["rows"]] == oracle(
-        BALANCE_SQL.format(epoch=1, keys="1")
-    )
 
-    # State: what state_info says, for every keyed stage or one.
-    infos = cli.json("state")
-    assert isinstance(infos, list)
-    assert [i["stage"] for i in infos] == ["balances", "per_day", "per_kind"]
-    assert infos == [rt.state_info(i["stage"]).as_dict() for i in infos]
-    by_stage = {i["stage"]: i for i in infos}
-    assert by_stage["balances"]["partial"]
-    assert by_stage["balances"]["present_keys"] == 3
-    assert by_stage["balances"]["evictions"] >= 1
-    assert by_stage["per_day"]["max_keys"] == 2
-    ((kinds_count,),) = oracle("SELECT count(DISTINCT kind) FROM moves")
-    assert not by_stage["per_kind"]["partial"]
-    assert by_stage["per_kind"]["present_keys"] == kinds_count
-    assert cli.json("state", "per_day") == [by_stage["per_day"]]
-    code, out, err = cli("state")
-    assert (code, err) == (0, [])
-    header, *rows = out.splitlines()
-    assert header.split()[:3] == ["stage", "state", "present"]
-    assert [r.split()[:3] for r in rows] == [
-        ["balances", "partial", "3"],
-        ["per_day", "partial", str(by_stage["per_day"]["present_keys"])],
-        ["per_kind", "full", str(kinds_count)],
-    ]
+def test_a_second_read_is_answered_from_state(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.steps.after(FILLED)
 
-    # Errors name the stage and the key; exit 1, one line.
-    assert cli.fails("lookup", "big", "--key", "1") == (
-        "stage 'big': a transform stage keeps no keyed state (only stateful and aggregate)"
-    )
-    assert cli.fails("state", "big").startswith("stage 'big': a transform stage")
-    assert cli.fails("lookup", "per_day", "--key", "1") == (
-        "stage 'per_day': key '1': a key of 'per_day' is 2 comma-separated values (account, day)"
-    )
-    assert cli.fails("lookup", "per_day", "--key", "1,21/1/2026") == (
-        "stage 'per_day': key '1,21/1/2026': column 'day' is date, '21/1/2026' is not one"
-    )
-    assert cli.fails("evict", "per_kind", "--key", "card") == (
-        "stage 'per_kind': a full stage keeps every key: there is nothing to evict"
-    )
+    def step() -> None:
+        found = shell.cli(capsys).json(
+            "lookup", "balances", "--key", "2", "--key", "1", "--key", "9"
+        )
+        assert isinstance(found, dict)
+        assert set(found) == {"rows", "hits", "upqueried", "as_of", "seconds"}
+        assert (found["hits"], found["upqueried"], found["as_of"]) == ([2, 1, 9], [], 1)
+        expected = oracle(BALANCE_SQL.format(epoch=1, keys="1, 2, 9"))
+        assert [tuple(r.values()) for r in found["rows"]] == sorted(expected, reverse=True)
 
-    # A hit, an eviction and state start no JVM: a new process runs them on the state store.
-    where = " ".join(cli.where)
+    shell.steps.once(FROM_STATE, step)
+
+
+def test_a_read_as_of_an_earlier_epoch(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+    shell.steps.after(FROM_STATE)
+
+    def step() -> None:
+        earlier = shell.cli(capsys).json("lookup", "balances", "--key", "1", "--as-of", "0")
+        assert isinstance(earlier, dict)
+        assert earlier["as_of"] == 0
+        assert [tuple(r.values()) for r in earlier["rows"]] == oracle(
+            BALANCE_SQL.format(epoch=0, keys="1")
+        )
+
+    shell.steps.once(EARLIER, step)
+
+
+def test_a_key_of_two_columns_and_a_text_key_of_a_full_stage(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.steps.after(EARLIER)
+
+    def step() -> None:
+        # A key of two columns (bigint, date), comma-separated; a text key of a full stage.
+        cli = shell.cli(capsys)
+        per_day = cli.json("lookup", "per_day", "--key", "1,2026-01-01", "--key", "2,2026-01-02")
+        assert isinstance(per_day, dict)
+        assert per_day["upqueried"] == [[1, "2026-01-01"], [2, "2026-01-02"]]
+        assert [tuple(r.values()) for r in per_day["rows"]] == [
+            (a, d.isoformat(), c, n)
+            for a, d, c, n in oracle(
+                "SELECT account, day, sum(cents), count(*) FROM moves "
+                f"WHERE (account, day) IN ((1, DATE '{D1}'), (2, DATE '{D2}')) GROUP BY ALL "
+                "ORDER BY account"
+            )
+        ]
+        kinds = cli.json("lookup", "per_kind", "--key", "card", "--key", "cash")
+        assert isinstance(kinds, dict)
+        assert (kinds["hits"], kinds["upqueried"]) == (["card", "cash"], [])
+        assert [tuple(r.values()) for r in kinds["rows"]] == oracle(
+            "SELECT kind, sum(cents), max(cents) FROM moves WHERE kind IN ('card', 'cash') "
+            "GROUP BY kind ORDER BY kind"
+        )
+
+    shell.steps.once(OTHER_KEYS, step)
+
+
+def test_an_epoch_not_processed_says_what_holds_it(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.steps.after(OTHER_KEYS)
+
+    def step() -> None:
+        # At once (the read of a partial stage is then recorded as a pending upquery) or after
+        # --wait.
+        cli = shell.cli(capsys)
+        held = (
+            "stage 'balances' is not ready for epoch 2: source moves, worker 0, still holds epoch 2"
+        )
+        recorded = (
+            "; the read is recorded as a pending upquery of balances: it is filled once balances "
+            "has processed epoch 2"
+        )
+        assert cli.fails("lookup", "balances", "--key", "1", "--as-of", "2") == held + recorded
+        pending = shell.rt.ledger.pending_upqueries("ledgers", "balances")
+        assert [(r.key, r.as_of) for r in pending] == [("[1]", 2)]
+        started = time.monotonic()
+        waited = cli.fails("lookup", "balances", "--key", "1", "--as-of", "2", "--wait", "0.5")
+        assert waited == held
+        assert time.monotonic() - started >= 0.5
+
+    shell.steps.once(HELD, step)
+
+
+def test_evicted_keys_are_holes_that_a_read_fills_again(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.steps.after(HELD)
+
+    def step() -> None:
+        cli = shell.cli(capsys)
+        code, out, err = cli("evict", "balances", "--key", "1", "--key", "5")
+        assert (code, out, err) == (0, "holes now in balances: 1\n", [])
+        code, out, err = cli("evict", "balances", "--key", "1")
+        nothing = "nothing evicted from balances: no key given was present\n"
+        assert (code, out, err) == (0, nothing, [])
+        again = cli.json("lookup", "balances", "--key", "1")
+        assert isinstance(again, dict)
+        assert (again["hits"], again["upqueried"]) == ([], [1])
+        assert [tuple(r.values()) for r in again["rows"]] == oracle(
+            BALANCE_SQL.format(epoch=1, keys="1")
+        )
+
+    shell.steps.once(EVICTED, step)
+
+
+def test_state_says_what_state_info_says(shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+    shell.steps.after(EVICTED)
+
+    def step() -> None:
+        # For every keyed stage, or one.
+        cli, rt = shell.cli(capsys), shell.rt
+        infos = cli.json("state")
+        assert isinstance(infos, list)
+        assert [i["stage"] for i in infos] == ["balances", "per_day", "per_kind"]
+        assert infos == [rt.state_info(i["stage"]).as_dict() for i in infos]
+        by_stage = {i["stage"]: i for i in infos}
+        assert by_stage["balances"]["partial"]
+        assert by_stage["balances"]["present_keys"] == 3
+        assert by_stage["balances"]["evictions"] >= 1
+        assert by_stage["per_day"]["max_keys"] == 2
+        ((kinds_count,),) = oracle("SELECT count(DISTINCT kind) FROM moves")
+        assert not by_stage["per_kind"]["partial"]
+        assert by_stage["per_kind"]["present_keys"] == kinds_count
+        assert cli.json("state", "per_day") == [by_stage["per_day"]]
+        code, out, err = cli("state")
+        assert (code, err) == (0, [])
+        header, *rows = out.splitlines()
+        assert header.split()[:3] == ["stage", "state", "present"]
+        assert [r.split()[:3] for r in rows] == [
+            ["balances", "partial", "3"],
+            ["per_day", "partial", str(by_stage["per_day"]["present_keys"])],
+            ["per_kind", "full", str(kinds_count)],
+        ]
+
+    shell.steps.once(STATE, step)
+
+
+def test_errors_name_the_stage_and_the_key(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.steps.after(STATE)
+
+    def step() -> None:
+        # Exit 1, one line.
+        cli = shell.cli(capsys)
+        assert cli.fails("lookup", "big", "--key", "1") == (
+            "stage 'big': a transform stage keeps no keyed state (only stateful and aggregate)"
+        )
+        assert cli.fails("state", "big").startswith("stage 'big': a transform stage")
+        assert cli.fails("lookup", "per_day", "--key", "1") == (
+            "stage 'per_day': key '1': a key of 'per_day' is 2 comma-separated values "
+            "(account, day)"
+        )
+        assert cli.fails("lookup", "per_day", "--key", "1,21/1/2026") == (
+            "stage 'per_day': key '1,21/1/2026': column 'day' is date, '21/1/2026' is not one"
+        )
+        assert cli.fails("evict", "per_kind", "--key", "card") == (
+            "stage 'per_kind': a full stage keeps every key: there is nothing to evict"
+        )
+
+    shell.steps.once(ERRORS, step)
+
+
+def test_a_hit_an_eviction_and_state_start_no_jvm(
+    shell: Shell, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shell.steps.after(ERRORS)
+    # A new process runs them on the state store.
+    where = " ".join(shell.cli(capsys).where)
     commands = ["lookup balances --key 2 --json", "evict balances --key 2", "state balances --json"]
     done = subprocess.run(
         [sys.executable, "-c", PROBE, *(f"{c} {where}" for c in commands)],
-        cwd=tmp_path,
+        cwd=shell.home,
         capture_output=True,
         text=True,
         timeout=120,
@@ -239,5 +344,5 @@ def test_lookup_evict_and_state_from_the_shell(
     answer, evicted, *state, started_spark = done.stdout.splitlines()
     assert json.loads(answer)["hits"] == [2]
     assert evicted == "holes now in balances: 2"
-    assert json.loads("".join(state)) == [rt.state_info("balances").as_dict()]
+    assert json.loads("".join(state)) == [shell.rt.state_info("balances").as_dict()]
     assert started_spark == "False"
