@@ -28,11 +28,12 @@ system: ## Install the system packages the suite needs (Java, ps, Chromium) when
 
 .PHONY: test
 # Two test processes (each with its own Spark session), a whole test file to each at a time: the
-# suite's Spark jobs, child processes and waits overlap on the two cores.
+# suite's Spark jobs, child processes and waits overlap on the two cores. The files are taken in
+# the suite's order (the slow ones first, longest first: tests/conftest.py), not by test count.
 TEST_WORKERS ?= 2
 
 test: $(STAMP) system ## Run the whole test suite (installs what it needs first; TEST_WORKERS=2)
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The demo's Dagster instance (DAGSTER_HOME) and its ledger and data, under the state directory.
 EPOCHGATE_HOME ?= .epochgate

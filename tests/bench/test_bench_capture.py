@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from tests.bench.scripts import goal_lines, load, results_beside_another, section_of
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow(65)]
 
 WITH_GOALS = (
     "per-epoch time capture on / off (median)",

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from tests.bench.scripts import load
 
-pytestmark = [pytest.mark.spark, pytest.mark.dagster, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.dagster, pytest.mark.slow(130)]
 
 
 def test_the_daemon_part_prints_the_direct_and_daemon_times_and_the_goal(

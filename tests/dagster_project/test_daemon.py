@@ -41,7 +41,7 @@ from tests.dagster_project.dagster_dev import (
 from tests.sockets import accepts, free_port
 from tests.waiting import wait_until as wait_on
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.slow(180)]
 
 STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}

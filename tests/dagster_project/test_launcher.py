@@ -43,7 +43,12 @@ from tests.dagster_project.test_daemon import STAGES
 from tests.sockets import accepts
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.dagster,
+    pytest.mark.spark,
+    pytest.mark.timeout(1200),
+    pytest.mark.slow(190),
+]
 
 REEXECUTE = """
 mutation Reexecute($params: ReexecutionParams!) {

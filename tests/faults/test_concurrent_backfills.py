@@ -62,7 +62,7 @@ pytestmark = [
     pytest.mark.faults,
     pytest.mark.dagster,
     pytest.mark.spark,
-    pytest.mark.slow,
+    pytest.mark.slow(240),
     pytest.mark.timeout(2400 if full() else 900),
 ]
 

@@ -47,7 +47,7 @@ from tests.faults.hostile import (
 from tests.faults.invariants import Tally
 from tests.faults.recorder import Recorder
 
-pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.slow(80)]
 
 CAMPAIGN = "hostile input"
 

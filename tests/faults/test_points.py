@@ -30,7 +30,12 @@ from tests.faults.scenario import (
 )
 
 # A campaign is long on a loaded machine (each kill starts a JVM): past the suite's 600 s.
-pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.timeout(3600), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.faults,
+    pytest.mark.spark,
+    pytest.mark.timeout(3600),
+    pytest.mark.slow(150),
+]
 
 ACCOUNTS = 10
 KEYS = ",".join(str(k) for k in range(ACCOUNTS))

@@ -20,6 +20,8 @@ import pipelines
 from pipelines.cli.init import FILES, TEMPLATES, render
 from pipelines.cli.main import main
 
+pytestmark = pytest.mark.slow(70)
+
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 NAME = "initshop"

@@ -25,6 +25,8 @@ from tests.fixtures import keyed_reads
 from tests.fixtures.keyed_reads import BALANCES, D1, D2, ROWS, oracle
 from tests.steps import Steps
 
+pytestmark = pytest.mark.slow(95)
+
 REF = "tests.fixtures.keyed_reads:pipeline"
 PROBE = """
 import sys

@@ -28,6 +28,8 @@ from tests.fixtures.partials import (
     ledger_pipeline,
 )
 
+pytestmark = pytest.mark.slow(90)
+
 
 def layout_pipeline() -> Pipeline:
     """``moves`` read by the partial aggregate ``totals`` and, through the transform

@@ -28,6 +28,8 @@ from pipelines.stages.pipeline import Pipeline
 from tests.fixtures import exports
 from tests.fixtures.exports import SALES, oracle, published, write_input
 
+pytestmark = pytest.mark.slow(65)
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -23,7 +23,7 @@ import pytest
 from tests.sockets import accepts, free_port, listening, loopback
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow(120)]
 
 EPOCHGATE = Path(sys.executable).parent / "epochgate"
 PID_GLOB = "connect/*/pid/*.pid"
