@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from pipelines.stages.pipeline import Pipeline
 
 S = TypeVar("S", bound=Stage)
+K = TypeVar("K", bound=KeyedStage)
 
 
 class KindRun(Generic[S]):
@@ -128,10 +129,10 @@ class UnionRun(KindRun[UnionStage]):
         return work.write(reduce(lambda a, b: a.unionByName(b), frames))
 
 
-class KeyedRun(KindRun[KeyedStage]):
+class KeyedRun(KindRun[K]):
     def revision_epochs(
         self,
-        stage: KeyedStage,
+        stage: K,
         state: KeyedState,
         ledger: Ledger,
         pipeline: str,
@@ -151,9 +152,7 @@ class KeyedRun(KindRun[KeyedStage]):
         state.rewind(pipeline, stage.name, stage.key, first)
         return [e for e in sorted(done) if isinstance(e, int) and e >= first]
 
-    def carried(
-        self, stage: KeyedStage, ledger: Ledger, pipeline: str, epoch: Time
-    ) -> list[MessageRef]:
+    def carried(self, stage: K, ledger: Ledger, pipeline: str, epoch: Time) -> list[MessageRef]:
         """Its own output the epoch before: the state its run at ``epoch`` starts from is what
         its runs through that epoch left. A revision from an earlier epoch that was stopped
         before it reached this one (a kill) replaced that output, so this run is stale and is
@@ -167,26 +166,23 @@ class KeyedRun(KindRun[KeyedStage]):
         ]
 
 
-class StatefulRun(KeyedRun):
-    def compute(self, stage: KeyedStage, work: StageWork) -> Produced:
-        assert isinstance(stage, StatefulStage)
+class StatefulRun(KeyedRun[StatefulStage]):
+    def compute(self, stage: StatefulStage, work: StageWork) -> Produced:
         return carry(
             work, key=stage.key, schema=stage.schema, update=stage.update, partial=stage.partial
         )
 
-    def rederive(self, stage: KeyedStage, spark: SparkSession, inputs: DataFrame) -> DataFrame:
+    def rederive(self, stage: StatefulStage, spark: SparkSession, inputs: DataFrame) -> DataFrame:
         """Its update applied epoch by epoch to the keys' rows (one small job per epoch)."""
-        assert isinstance(stage, StatefulStage)
         return replay_updates(
             spark, inputs, key=stage.key, schema=stage.schema, update=stage.update
         )
 
 
-class AggregateRun(KeyedRun):
-    def compute(self, stage: KeyedStage, work: StageWork) -> Produced:
+class AggregateRun(KeyedRun[AggregateStage]):
+    def compute(self, stage: AggregateStage, work: StageWork) -> Produced:
         from pyspark.sql import types as T
 
-        assert isinstance(stage, AggregateStage)
         schema = stage.partials(work.frames[0]).schema
         held = _held_key_types(stage, work)
         if held:  # the key types its state already has: the carry refuses others
@@ -200,8 +196,8 @@ class AggregateRun(KeyedRun):
             work, key=stage.key, schema=schema, update=stage.merge(), partial=stage.partial
         )
 
-    def rederive(self, stage: KeyedStage, spark: SparkSession, inputs: DataFrame) -> DataFrame:
-        assert isinstance(stage, AggregateStage)
+    def rederive(self, stage: AggregateStage, spark: SparkSession, inputs: DataFrame) -> DataFrame:
+        """One pass over the keys' history (``AggregateStage.running``)."""
         return stage.running(inputs)
 
 
@@ -278,7 +274,7 @@ RUNS: dict[type[Stage], KindRun[Any]] = {
     TransformStage: TransformRun(),
     JoinStage: JoinRun(),
     UnionStage: UnionRun(),
-    KeyedStage: KeyedRun(),
+    KeyedStage: KeyedRun[KeyedStage](),
     StatefulStage: StatefulRun(),
     AggregateStage: AggregateRun(),
     IterateStage: IterateRun(),
