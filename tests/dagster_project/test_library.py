@@ -108,6 +108,19 @@ print(json.dumps({"library": library, "example": example}))
 """
 
 
+def _probe(cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``PROBE`` run in a new interpreter, in ``cwd``, with exactly ``env``."""
+    return subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 def test_importing_the_library_builds_nothing_and_reads_no_setting(tmp_path: Path) -> None:
     # Every setting set, one of them to a value that fails when read.
     env = {
@@ -120,27 +133,11 @@ def test_importing_the_library_builds_nothing_and_reads_no_setting(tmp_path: Pat
         "EPOCHGATE_DATA": str(tmp_path / "data"),
         "EPOCHGATE_FAULT": "nowhere",
     }
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _probe(tmp_path, env)
     # The example reads the bad interval when it builds its Definitions, after the library.
     assert "EPOCHGATE_SENSOR_INTERVAL must be a whole number" in done.stderr, done.stderr
     env["EPOCHGATE_SENSOR_INTERVAL"] = "7"
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = _probe(tmp_path, env)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
     library, example = found["library"], found["example"]
