@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import StageFailedError
+from pipelines.run.schema_check import type_mismatch
 from pipelines.run.work import Produced, StageWork
 from pipelines.spark.footers import free_of_nulls
 from pipelines.stages.functions import StateUpdate
@@ -223,14 +224,12 @@ def _refuse_null_keys(stage: str, epoch: int, batch: DataFrame, columns: Sequenc
 
 def check_state_columns(stage: str, epoch: int, out: DataFrame, schema: StructType) -> None:
     """Refuse new state rows whose columns differ from the declared state schema."""
-    have = {f.name: f.dataType for f in out.schema.fields}
-    for field in schema.fields:
-        if have.get(field.name) != field.dataType:
-            found = have[field.name].simpleString() if field.name in have else "missing"
-            raise StageFailedError(
-                stage,
-                epoch,
-                f"state column {field.name!r} is {found}, the schema says "
-                f"{field.dataType.simpleString()}",
-                column=field.name,
-            )
+    mismatch = type_mismatch(schema, out.schema)
+    if mismatch is not None:
+        column, found, expected = mismatch
+        raise StageFailedError(
+            stage,
+            epoch,
+            f"state column {column!r} is {found}, the schema says {expected}",
+            column=column,
+        )

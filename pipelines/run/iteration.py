@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.errors import StageFailedError
+from pipelines.run.schema_check import type_mismatch
 from pipelines.run.storage import DataStore, new_attempt
 from pipelines.spark.checksum import checksum, observed
 from pipelines.spark.footers import spark_schema
@@ -273,17 +274,15 @@ class Rounds:
 
 
 def _same_columns(stage: str, epoch: int, state: DataFrame, following: DataFrame) -> None:
-    have = {f.name: f.dataType for f in following.schema.fields}
-    for field in state.schema.fields:
-        if have.get(field.name) != field.dataType:
-            found = have[field.name].simpleString() if field.name in have else "missing"
-            raise StageFailedError(
-                stage,
-                epoch,
-                f"step returned column {field.name!r} as {found}; the state from init has "
-                f"{field.dataType.simpleString()}",
-                column=field.name,
-            )
+    mismatch = type_mismatch(state.schema, following.schema)
+    if mismatch is not None:
+        column, found, expected = mismatch
+        raise StageFailedError(
+            stage,
+            epoch,
+            f"step returned column {column!r} as {found}; the state from init has {expected}",
+            column=column,
+        )
 
 
 def pending_paths(ledger: Ledger, pipeline: str, stage: str) -> list[str]:

@@ -12,6 +12,18 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 
+def type_mismatch(expected: StructType, got: StructType) -> tuple[str, str, str] | None:
+    """The first column of ``expected`` that ``got`` lacks or types otherwise, as
+    ``(column, what got has, what expected has)`` in Spark type names (``missing`` when absent);
+    None when every column of ``expected`` is in ``got`` with its type."""
+    have = {f.name: f.dataType for f in got.fields}
+    for field in expected.fields:
+        if have.get(field.name) != field.dataType:
+            found = have[field.name].simpleString() if field.name in have else "missing"
+            return field.name, found, field.dataType.simpleString()
+    return None
+
+
 def check_columns(
     stage: str, epoch: Time, have: Mapping[str, str], schema: StructType, file: str | None
 ) -> None:
