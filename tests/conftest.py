@@ -15,11 +15,23 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+FAST_START = "-XX:TieredStopAtLevel=1"
+"""The suite's JVMs compile with the quick compiler only: its epochs are tiny, and the optimizing
+compiler's threads would take the two cores from the tests for code that runs a few times."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """In the controller (not in an xdist worker, which inherits its mark), before any worker or
-    test starts a process: mark the session's processes and start their watchdog."""
+    """In the controller (not in an xdist worker, which inherits its mark and environment),
+    before any worker or test starts a process: mark the session's processes and start their
+    watchdog; make the JVMs' class-data archive when the machine has none (every JVM the suite
+    starts maps it), and give those JVMs the suite's options."""
     if not hasattr(config, "workerinput"):
         reaper.start()
+        from pipelines.spark import jvm
+
+        if config.option.markexpr != "unit":  # ``make unit`` starts no JVM
+            jvm.ensure()
+        os.environ.setdefault(jvm.OPTIONS_ENV, FAST_START)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.errors import ConnectServerError
 from pipelines.settings import CONNECT_DIR, state_dir
+from pipelines.spark import jvm
 from pipelines.spark._internals import (
     CONNECT_SERVER_SCRIPT,
     pyspark_home,
@@ -152,12 +153,14 @@ def start(
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise ConnectServerError(port, "no Java: install Java 17 or set JAVA_HOME")
     directory = server_dir(port)
-    conf = {
-        **LOCAL_CONF,
-        **SERVER_CONF,
-        "spark.connect.grpc.binding.address": HOST,
-        "spark.connect.grpc.binding.port": str(port),
-    }
+    conf = jvm.driver_conf(
+        {
+            **LOCAL_CONF,
+            **SERVER_CONF,
+            "spark.connect.grpc.binding.address": HOST,
+            "spark.connect.grpc.binding.port": str(port),
+        }
+    )
     command = ["bash", str(home / CONNECT_SERVER_SCRIPT), "--master", master]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]

@@ -1,0 +1,105 @@
+"""The options of the JVMs epochgate starts: where the class-data archive lives, its making (in
+the background, once, under a lock, moved into place whole), a session that maps it, a broken
+archive that never stops a session, and the user's options."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipelines.spark import jvm
+from tests.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[3]
+
+PROBE = """
+from pipelines.spark.session import spark_session
+spark = spark_session("local[1]")
+print(spark.range(5).selectExpr("sum(id) AS s").collect()[0][0])
+print(spark.sparkContext.getConf().get("spark.driver.defaultJavaOptions", ""))
+"""
+
+
+def probe(env: dict[str, str]) -> list[str]:
+    """A local session in a child with ``env``: its query's result and its driver's options."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.splitlines()[-2:]
+
+
+@pytest.mark.unit
+def test_the_archive_lives_where_the_setting_says_or_nowhere(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(jvm.ARCHIVE_ENV, "off")
+    assert jvm.archive_dir() is None
+    assert jvm.java_options() == ""
+    monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path / "here"))
+    assert jvm.archive_dir() == tmp_path / "here"
+    monkeypatch.delenv(jvm.ARCHIVE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert jvm.archive_dir() == tmp_path / "cache" / "epochgate" / "jvm"
+    name = jvm.archive_path(tmp_path).name
+    assert (name[:6], name[-4:]) == ("spark-", ".jsa")
+    assert jvm.archive_path(tmp_path) == jvm.archive_path(tmp_path)  # one name per install
+
+
+@pytest.mark.unit
+def test_the_users_options_come_after_the_archive_and_their_own_setting_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
+    made = jvm.archive_path(tmp_path)
+    made.write_bytes(b"an archive")
+    monkeypatch.setenv(jvm.OPTIONS_ENV, "-Xss4m")
+    conf = jvm.driver_conf({"spark.sql.shuffle.partitions": "2"})
+    assert conf[jvm.OPTIONS_KEY] == f"-XX:SharedArchiveFile={made} -Xss4m"
+    assert conf["spark.sql.shuffle.partitions"] == "2"
+    mine = {jvm.OPTIONS_KEY: "-Xmx1g"}
+    assert jvm.driver_conf(mine) == mine
+    monkeypatch.setenv(jvm.ARCHIVE_ENV, "off")
+    monkeypatch.delenv(jvm.OPTIONS_ENV)
+    assert jvm.driver_conf({}) == {}
+
+
+@pytest.mark.spark
+@pytest.mark.slow(60)
+def test_the_archive_is_made_once_in_the_background_and_a_session_maps_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
+    path = jvm.archive_path(tmp_path)
+    assert jvm.java_options() == ""  # none yet: its maker starts in the background
+    wait_until(lambda: path.with_suffix(".lock").exists(), 30, "the maker to start")
+    jvm._make(path, wait=None)  # a second maker finds the lock held and leaves at once
+    wait_until(path.is_file, 240, "the archive", detail=lambda: _log(tmp_path))
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".jsa", ".lock", ".log"]
+    assert jvm.java_options() == f"-XX:SharedArchiveFile={path}"
+
+    total, options = probe({jvm.ARCHIVE_ENV: str(tmp_path), jvm.OPTIONS_ENV: ""})
+    assert (total, options) == ("10", f"-XX:SharedArchiveFile={path}")
+
+
+@pytest.mark.spark
+def test_a_broken_archive_never_stops_a_session(tmp_path: Path) -> None:
+    env = {jvm.ARCHIVE_ENV: str(tmp_path), jvm.OPTIONS_ENV: ""}
+    path = jvm.archive_path(tmp_path)
+    path.write_bytes(b"not an archive" * 1000)
+    assert probe(env) == ["10", f"-XX:SharedArchiveFile={path}"]
+
+
+def _log(directory: Path) -> str:
+    logs = list(directory.glob("*.log"))
+    return logs[0].read_text()[-2000:] if logs else "no maker log"
