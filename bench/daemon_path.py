@@ -45,6 +45,8 @@ from pipelines.examples.bank_data import DemoData, generate
 from pipelines.run.runtime import Runtime
 from pipelines.settings import HOME_ENV
 from pipelines.spark import connect_server
+from pipelines.spark.connect_token import TOKEN_ENV, read_token
+from pipelines.spark.session import connect_address
 from progress.ledger import Ledger
 
 if TYPE_CHECKING:
@@ -182,6 +184,8 @@ def daemon_side(  # noqa: PLR0917 (one side's setting)
         "EPOCHGATE_SENSOR_INTERVAL": str(interval),
         "EPOCHGATE_SPARK": master,
     }
+    if master.startswith("sc://") and (token := read_token(connect_address(master)[1])):
+        env[TOKEN_ENV] = token  # the server's token is kept under another home than the runs'
     ledger = Ledger(state / "ledger.duckdb")
     rt = Runtime(bank.pipeline(), ledger, spark, state / "data")
     measured = Measured(f"daemon, {launcher} launcher")

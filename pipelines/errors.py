@@ -75,6 +75,7 @@ __all__ = [
     # engines and the command line
     "SparkUnavailableError",
     "ConnectServerError",
+    "SailServerError",
     "UsageError",
     "PipelineChoiceError",
     "PipelineReferenceError",
@@ -412,6 +413,15 @@ class ConnectServerError(EpochgateError):
         self.log = log
         where = f"; its log is {log}" if log else ""
         super().__init__(f"Spark Connect server on port {port}: {reason}{where}")
+
+
+class SailServerError(ConnectServerError):
+    """A Sail server (which serves Spark Connect) that could not be started, reached or stopped."""
+
+    def __init__(self, port: int, reason: str, *, log: Path | None = None) -> None:
+        super().__init__(port, reason, log=log)
+        where = f"; its log is {log}" if log else ""
+        self.args = (f"Sail server on port {port}: {reason}{where}",)
 
 
 class SparkUnavailableError(EpochgateError):

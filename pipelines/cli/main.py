@@ -8,13 +8,25 @@ import sys
 from collections.abc import Sequence
 
 from pipelines.capture.follower import settle_all
-from pipelines.cli import capture, check, demo, init, inputs, keyed, ledger, replay, runs, spark
+from pipelines.cli import (
+    capture,
+    check,
+    demo,
+    init,
+    inputs,
+    keyed,
+    ledger,
+    replay,
+    runs,
+    sail,
+    spark,
+)
 from pipelines.cli.init import epochgate_version
 from pipelines.cli.options import Handler
 from pipelines.settings import Settings
 from progress import EpochgateError
 
-GROUPS = (init, check, inputs, runs, ledger, keyed, capture, replay, demo, spark)
+GROUPS = (init, check, inputs, runs, ledger, keyed, capture, replay, demo, spark, sail)
 """The command groups, in the order ``epochgate --help`` lists their commands."""
 
 

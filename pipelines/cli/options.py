@@ -118,7 +118,7 @@ DATA = Option(
 )
 SPARK = Option(
     ("--spark",),
-    "the Spark engine: local[N], a master URL or sc://host:port",
+    "the Spark engine: local[N], a master URL, sc://host:port or sail",
     {"metavar": "MASTER"},
     "$EPOCHGATE_SPARK, else local[2]",
 )

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.reads import key_scan
 from pipelines.run.kinds import run_of
+from pipelines.spark.engine import engine_of
 from pipelines.stages.families import chain
 from pipelines.stages.kinds import KeyedStage
 from progress import Target, faults
@@ -273,7 +274,10 @@ class Upquery:
             return self.rt.spark.createDataFrame(rows, _with_epoch(schema))
         wanted = key_filter(stage.key, keys)
         scanned = self.rt.spark.read.schema(schema).parquet(*files).where(wanted)
-        if all(_path_epoch(path) == t for path, t in by_path.items()):
+        # One scan when each row's file tells its epoch; else (or on an engine whose rows do
+        # not name their files, see pipelines.spark.engine) one scan per epoch.
+        one_scan = engine_of(self.rt.spark).names_input_files
+        if one_scan and all(_path_epoch(path) == t for path, t in by_path.items()):
             epoch = F.regexp_extract(F.col("_metadata.file_path"), PATH_EPOCH, 1)
             return scanned.withColumn(EPOCH, epoch.cast("bigint"))
         scans = [  # a message whose directory does not say its epoch: one scan per epoch

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 from pipelines.errors import StageFailedError
 from pipelines.run.schema_check import type_mismatch
 from pipelines.run.work import Produced, StageWork
-from pipelines.spark.footers import free_of_nulls
+from pipelines.spark.engine import engine_of
+from pipelines.spark.footers import free_of_nulls, parts
 from pipelines.stages.functions import StateUpdate
 from pipelines.stages.partial import PartialState
 from progress.ledger import Ledger
@@ -193,25 +194,30 @@ def check_key_columns(
             )
     nullable = [f.name for f in batch.schema.fields if f.name in key and f.nullable]
     if nullable and not (files and free_of_nulls(files, nullable)):
-        _refuse_null_keys(stage, epoch, batch, nullable)
+        _refuse_null_keys(stage, epoch, batch, nullable, files)
 
 
-def _refuse_null_keys(stage: str, epoch: int, batch: DataFrame, columns: Sequence[str]) -> None:
-    """Refuse the first row of ``batch`` with a null in one of ``columns``, naming its file."""
+def _refuse_null_keys(
+    stage: str, epoch: int, batch: DataFrame, columns: Sequence[str], files: Sequence[str]
+) -> None:
+    """Refuse the first row of ``batch`` with a null in one of ``columns``, naming its file:
+    the one the engine names, else the first of ``files`` with a null there."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
+    named = engine_of(batch.sparkSession).names_input_files
     null = reduce(lambda a, b: a | b, (F.col(c).isNull() for c in columns))
+    flags = [F.col(c).isNull().alias(c) for c in columns]
     found = (
         batch.where(null)
-        .select(*(F.col(c).isNull().alias(c) for c in columns), F.input_file_name().alias(FILE))
+        .select(*flags, *([F.input_file_name().alias(FILE)] if named else []))
         .limit(1)
         .collect()
     )
     if found:
         column = next(c for c in columns if found[0][c])
-        file = found[0][FILE] or None
+        file = (found[0][FILE] or None) if named else _file_with_null(files, column)
         raise StageFailedError(
             stage,
             epoch,
@@ -220,6 +226,17 @@ def _refuse_null_keys(stage: str, epoch: int, batch: DataFrame, columns: Sequenc
             column=column,
             file=file,
         )
+
+
+def _file_with_null(files: Sequence[str], column: str) -> str | None:
+    """The first Parquet file of ``files`` (message directories) with a null in ``column``."""
+    import pyarrow.parquet as pq
+
+    for path in files:
+        for part in parts(path):
+            if pq.read_table(part, columns=[column]).column(column).null_count:
+                return str(part)
+    return None
 
 
 def check_state_columns(stage: str, epoch: int, out: DataFrame, schema: StructType) -> None:

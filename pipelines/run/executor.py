@@ -249,6 +249,11 @@ class Executor:
             if found is not None:
                 path = str(run.work.attempt_dir())
                 raise StageWriteError(run.stage.name, run.epoch, path, found) from err
+            unseen = self.store.unseen(err)
+            if unseen is not None:
+                raise StageFailedError(
+                    run.stage.name, run.epoch, unseen[1], file=unseen[0]
+                ) from err
             raise StageFailedError(run.stage.name, run.epoch, first_line(err)) from err
         finally:
             run.work.clean()

@@ -35,6 +35,7 @@ from pipelines.run.layout import sort_key, write_sorted, writer
 from pipelines.run.schema_check import check_columns
 from pipelines.run.snapshot import snapshot
 from pipelines.run.storage import DataStore, new_attempt
+from pipelines.spark.empty import fill_empty
 from pipelines.stages.kinds import DimensionStage, Feed, SourceStage
 from progress import Graph, InputHandle, Time
 from progress.ledger import CommitResult, Ledger, MessageEntry
@@ -240,6 +241,7 @@ class SourceInput:
             raise InputValidationError(self.source, epoch, msg, file=file) from err
         try:
             writer(frame, self._sort_key).parquet(str(path))
+            fill_empty(path, frame)
         except Exception as err:
             shutil.rmtree(path, ignore_errors=True)
             msg = f"cannot write the data: {first_line(err)}"

@@ -32,6 +32,7 @@ from pipelines.errors import StageFailedError
 from pipelines.run.schema_check import type_mismatch
 from pipelines.run.storage import DataStore, new_attempt
 from pipelines.spark.checksum import checksum, observed
+from pipelines.spark.empty import fill_empty
 from pipelines.spark.footers import spark_schema
 from pipelines.stages.functions import RoundStep, Transform
 from progress import Product, Target, Update
@@ -267,6 +268,7 @@ class Rounds:
         watched, observed_checksum = observed(df)
         try:
             watched.write.parquet(str(path))
+            fill_empty(path, df)
             return RoundState(path, *self.store.stats(path), observed_checksum())
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)

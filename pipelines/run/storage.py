@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from pipelines.spark._internals import missing_file
 from progress import Time
 from progress.timestamp import time_directory
 
@@ -52,6 +53,17 @@ class DataStore:
     def attempt_dir(self, pipeline: str, stage: str, port: int, t: Time, attempt: str) -> Path:
         return (
             self.root / pipeline / stage / f"port={port}" / time_directory(t) / f"attempt={attempt}"
+        )
+
+    def unseen(self, err: BaseException) -> tuple[str, str] | None:
+        """When ``err`` is a Spark job's failure to find a file under the root that this process
+        (the driver) sees: the file, and why (an executor does not see the root); else None."""
+        path = missing_file(err)
+        if path is None or not path.startswith(f"{self.root}/") or not os.path.exists(path):
+            return None
+        return path, (
+            f"cannot read {path}: an executor does not see the data root {self.root} (it must "
+            "be on storage every executor mounts at the same path as the driver)"
         )
 
     @staticmethod

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pipelines.run.iteration import RoundCallback
 from pipelines.run.layout import writer
 from pipelines.run.storage import DataStore, link_or_copy, runtime_home
+from pipelines.spark.empty import fill_empty
 from pipelines.spark.footers import parts, spark_schema
 from pipelines.spark.session import LazySpark
 from progress import Time
@@ -181,6 +182,7 @@ class StageWork:
         path = self.attempt_dir()
         try:
             writer(df, self.sort_key).parquet(str(path))
+            fill_empty(path, df)
             rows, size = self.store.stats(path)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)

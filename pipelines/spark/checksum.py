@@ -10,7 +10,9 @@ sums and the total). Observed while the state is written (``observed``), it cost
 Spark adds the sum to the write's own tasks and hands it over when the write returns. At
 1,000,000 rows per epoch the bank's rings stage ran 16 of its 42 jobs per epoch this way before
 it observed them. A Spark Connect 4.3 server returns a write's observed metrics too; where a
-write returns none, the value is unknown and the caller computes it from the files.
+write returns none, the value is unknown and the caller computes it from the files. On an engine
+that has no observed metrics (Sail, see ``pipelines.spark.engine``) nothing is observed: the
+value is unknown from the start.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pipelines.spark._internals import observation_for
+from pipelines.spark.engine import engine_of
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -49,6 +52,8 @@ def observed(df: DataFrame) -> tuple[DataFrame, Callable[[], int | None]]:
 
     Call the second only after the action succeeded: a classic session's observation waits for
     its action to finish, and is completed before the action returns."""
+    if not engine_of(df.sparkSession).observes_metrics:
+        return df, lambda: None
     observation = observation_for(df)
     watched = df.observe(observation, checksum_column(df).alias(CHECKSUM))
 

@@ -4,7 +4,8 @@
 wheel (the wheel is the Spark home) with a local master, listening on 127.0.0.1 only, with the
 small local settings of ``pipelines.spark.session``. Spark's daemon script writes the server's pid
 file and log under ``$EPOCHGATE_HOME/connect/PORT/`` (``pid/`` and ``log/``), so several ports
-can each run a server, and neither file lands in the wheel or in ``/tmp``. Start returns once a
+can each run a server, and neither file lands in the wheel or in ``/tmp``. The server asks every
+client for a fresh token kept beside them (``pipelines.spark.connect_token``). Start returns once a
 client has run a query, and prints the ``sc://127.0.0.1:PORT`` URL to pass as ``--spark`` or
 ``EPOCHGATE_SPARK``. Stop sends SIGTERM to the pid in the pid file, waits for the process to
 exit, sends SIGKILL if it does not in time, and removes the pid file. ``connect_session`` is
@@ -35,6 +36,13 @@ from pipelines.spark._internals import (
     pyspark_home,
     quiet_connect_client,
 )
+from pipelines.spark.connect_token import (
+    LOCAL_NAME,
+    TOKEN_ENV,
+    forget_token,
+    new_token,
+    read_token,
+)
 from pipelines.spark.session import BIND_KEYS, LOCAL_CONF
 
 if TYPE_CHECKING:
@@ -59,6 +67,8 @@ class ServerStatus:
     port: int
     pid: int | None
     log: Path | None
+    token: bool = False
+    """Whether the server asks its clients for the token epochgate keeps for it."""
 
     @property
     def running(self) -> bool:
@@ -72,7 +82,8 @@ class ServerStatus:
         if self.pid is None:
             return f"not running  {self.url}"
         log = f"  log {self.log}" if self.log else ""
-        return f"running      {self.url}  pid {self.pid}{log}"
+        token = "  token required" if self.token else ""
+        return f"running      {self.url}  pid {self.pid}{token}{log}"
 
 
 def connect_url(port: int) -> str:
@@ -122,7 +133,8 @@ def statuses(port: int | None = None) -> list[ServerStatus]:
 def status(port: int = DEFAULT_PORT) -> ServerStatus:
     """The server on ``port``: running when the pid file names a live Spark Connect server."""
     pid = _read_pid(pid_file(port))
-    return ServerStatus(port, pid if pid is not None and _is_server(pid) else None, log_file(port))
+    alive = pid if pid is not None and _is_server(pid) else None
+    return ServerStatus(port, alive, log_file(port), token=read_token(port) is not None)
 
 
 def start(
@@ -173,6 +185,8 @@ def start(
         "SPARK_LOCAL_IP": HOST,
         # Python UDF workers of the server run on this interpreter and see its packages.
         "PYSPARK_PYTHON": sys.executable,
+        # In the environment, not on the command line, where any local user could read it.
+        TOKEN_ENV: new_token(port),
     }
     env.pop("SPARK_NO_DAEMONIZE", None)  # it would keep the server in the foreground
     echo(f"starting a Spark Connect server on port {port} (master {master})")
@@ -191,12 +205,14 @@ def start(
     if launch.returncode != 0 or pid is None:
         said = (launch.stdout + launch.stderr).strip().splitlines()
         reason = f"the start script failed: {said[-1] if said else f'exit {launch.returncode}'}"
+        forget_token(port)
         raise ConnectServerError(port, reason, log=log_file(port))
     try:
         _wait_until_serving(port, pid, deadline=started + timeout)
     except ConnectServerError:
         _terminate(port, pid, timeout=10.0)
         pid_file(port).unlink(missing_ok=True)
+        forget_token(port)
         raise
     current = status(port)
     echo(
@@ -214,10 +230,12 @@ def stop(port: int = DEFAULT_PORT, *, timeout: float = 30.0, echo: Echo = print)
     current = status(port)
     if current.pid is None:
         pid_file(port).unlink(missing_ok=True)
+        forget_token(port)
         echo(f"no Spark Connect server running on port {port}")
         return False
     how = _terminate(port, current.pid, timeout=timeout)
     pid_file(port).unlink(missing_ok=True)
+    forget_token(port)
     echo(f"stopped the Spark Connect server on port {port} (pid {current.pid}, {how})")
     return True
 
@@ -294,13 +312,14 @@ def _first_query(port: int, deadline: float) -> str | None:
     holds no session), bounded by ``deadline``; the error's last line, or ``None``."""
     probe = (
         "from pyspark.sql import SparkSession\n"
-        f"s = SparkSession.builder.remote({connect_url(port)!r}).getOrCreate()\n"
+        f"s = SparkSession.builder.remote('sc://{LOCAL_NAME}:{port}').getOrCreate()\n"
         "assert s.range(1).count() == 1\n"
         "s.stop()\n"
     )
     try:
         done = subprocess.run(
             [sys.executable, "-W", "ignore", "-c", probe],
+            env={**os.environ, TOKEN_ENV: read_token(port) or ""},  # off the command line
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

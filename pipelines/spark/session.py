@@ -3,6 +3,8 @@
 ``EPOCHGATE_SPARK`` chooses: ``local[2]`` (default), ``spark://host:7077``, ``yarn``, or
 ``sc://host:15002`` for a running Spark Connect server (``epochgate spark start`` runs one on
 this machine). A Connect client needs the ``connect`` extra: ``pip install 'epochgate[connect]'``.
+``sail`` (or ``sail-local-cluster``) runs on a local Sail server (``pipelines.spark.sail``), which
+needs the ``sail`` extra.
 
 A local master's driver listens on 127.0.0.1 only (its RPC and block manager ports), unless
 the caller's ``conf`` sets ``spark.driver.bindAddress`` or ``spark.driver.host``, or
@@ -23,8 +25,11 @@ from pipelines.spark import jvm
 from pipelines.spark._internals import (
     check_connect_client,
     is_connect,
+    refused_client,
     silence_query_context_loggers,
 )
+from pipelines.spark.connect_token import client_url, redacted, refusal_reason
+from pipelines.spark.engine import mark_sail
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,6 +38,8 @@ SPARK_ENV = "EPOCHGATE_SPARK"
 DEFAULT_MASTER = "local[2]"
 CONNECT_SCHEME = "sc://"
 CONNECT_DEFAULT_PORT = 15002
+SAIL_ENGINES = ("sail", "sail-local-cluster")
+"""Sail, on a local server (``pipelines.spark.sail``); the second in its local-cluster mode."""
 
 LOOPBACK = "127.0.0.1"
 LOCAL_IP_ENV = "SPARK_LOCAL_IP"
@@ -109,6 +116,12 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     from pyspark.sql import SparkSession
 
     url = master_url(master)
+    if url in SAIL_ENGINES:
+        from pipelines.spark.sail import server_url  # a Sail server's, started if need be
+
+        spark = _connect_session(server_url(url), {**LOCAL_CONF, **(conf or {})})
+        mark_sail(spark)
+        return spark
     if url.startswith(CONNECT_SCHEME):
         return _connect_session(url, conf or {})
     if url.startswith("local"):
@@ -152,11 +165,12 @@ def local_bind(master: str, conf: dict[str, str], local_ip: str | None) -> dict[
 def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
     from pyspark.sql import SparkSession
 
+    shown = redacted(url)  # messages name the URL without its token
     try:
         check_connect_client()
     except ImportError as err:
         reason = f"{err}; install the client with: pip install 'epochgate[connect]'"
-        raise SparkUnavailableError(url, reason) from None
+        raise SparkUnavailableError(shown, reason) from None
     host, port = connect_address(url)
     try:
         socket.create_connection((host, port), timeout=5.0).close()
@@ -166,13 +180,20 @@ def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
             flag = "" if port == CONNECT_DEFAULT_PORT else f" --port {port}"
             hint = f"; start one with: epochgate spark start{flag}"
         raise SparkUnavailableError(
-            url, f"no Spark Connect server answers ({err.strerror or err}){hint}"
+            shown, f"no Spark Connect server answers ({err.strerror or err}){hint}"
         ) from None
-    builder = SparkSession.builder.appName("epochgate").remote(url)
+    # The token of a server epochgate started on this machine, unless the caller gave one.
+    builder = SparkSession.builder.appName("epochgate").remote(client_url(url, port))
     for key, value in conf.items():
         if key.startswith("spark.sql."):
             builder = builder.config(key, value)
-    return builder.getOrCreate()
+    try:
+        return builder.getOrCreate()  # sends the app name: a refused token shows here
+    except Exception as err:
+        refusal = refused_client(err)
+        if refusal is None:
+            raise
+        raise SparkUnavailableError(shown, refusal_reason(refusal, port)) from None
 
 
 def connect_address(url: str) -> tuple[str, int]:
@@ -181,7 +202,9 @@ def connect_address(url: str) -> tuple[str, int]:
     try:
         port = parts.port or CONNECT_DEFAULT_PORT
     except ValueError:
-        raise SparkUnavailableError(url, "the port is not a number from 1 to 65535") from None
+        raise SparkUnavailableError(
+            redacted(url), "the port is not a number from 1 to 65535"
+        ) from None
     if not parts.hostname:
-        raise SparkUnavailableError(url, "no host: write sc://HOST:PORT")
+        raise SparkUnavailableError(redacted(url), "no host: write sc://HOST:PORT")
     return parts.hostname, port

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from pyspark.sql import SparkSession
@@ -47,6 +48,11 @@ STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
+def in_home(state: Path) -> AbstractContextManager[object]:
+    """``$EPOCHGATE_HOME`` set to ``state`` in this process for a block."""
+    return mock.patch.dict(os.environ, {"EPOCHGATE_HOME": str(state)})
+
+
 @contextmanager
 def running_dagster_dev(tmp_path: Path) -> Iterator[tuple[DagsterDev, Path]]:
     """``dagster dev`` on the project's workspace, with its instance and epochgate's state in
@@ -64,14 +70,16 @@ def running_dagster_dev(tmp_path: Path) -> Iterator[tuple[DagsterDev, Path]]:
     }
     dev = launch(tmp_path, env)  # it starts while the Connect server does
     try:
-        connect_server.start(connect_port, echo=lambda _: None, timeout=180)
+        with in_home(state):  # where the runs of dagster dev find the server's token
+            connect_server.start(connect_port, echo=lambda _: None, timeout=180)
         wait_until_serving(dev)
         yield dev, state
     finally:
         try:
             stop(dev)
         finally:
-            connect_server.stop(connect_port, echo=lambda _: None)
+            with in_home(state):
+                connect_server.stop(connect_port, echo=lambda _: None)
         leftover = group_members(dev.process.pid)
         assert not leftover, f"processes of dagster dev still running: {leftover}"
         assert not accepts(dev.port), f"something still listens on port {dev.port}"

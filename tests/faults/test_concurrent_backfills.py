@@ -49,6 +49,7 @@ from tests.dagster_project.test_daemon import (
     LAUNCH_BACKFILL,
     STAGES,
     close_inputs,
+    in_home,
     partition_keys,
     send_epochs,
 )
@@ -211,6 +212,7 @@ class Backfills:
     dagster_home: Path
     dev: DagsterDev
     connect_port: int
+    state: Path
     tally: invariants.Tally
     watch: FrontierWatch
     steps: Steps = field(default_factory=Steps)
@@ -301,7 +303,8 @@ class Backfills:
             try:
                 stop(self.dev)
             finally:
-                connect_server.stop(self.connect_port, echo=lambda _: None)
+                with in_home(self.state):
+                    connect_server.stop(self.connect_port, echo=lambda _: None)
 
         self.steps.once(STOPPED, step)
 
@@ -344,11 +347,13 @@ def backfills(tmp_path_factory: pytest.TempPathFactory, recorder: Recorder) -> I
         dagster_home=dagster_home,
         dev=dev,
         connect_port=connect_port,
+        state=state,
         tally=tally,
         watch=watch,
     )
     try:
-        connect_server.start(connect_port, echo=lambda _: None, timeout=300)
+        with in_home(state):  # where the runs of dagster dev find the server's token
+            connect_server.start(connect_port, echo=lambda _: None, timeout=300)
         dev_serving(dev, timeout=300)
         yield world
     finally:

@@ -1,4 +1,5 @@
-"""Spark Connect: ``epochgate spark start|stop|status`` and the bank demo through a server.
+"""Spark Connect: ``epochgate spark start|stop|status``, the server's token, and the bank demo
+through a server.
 
 Every command runs in a child process with ``EPOCHGATE_HOME`` in the test's directory: the
 suite's own classic session (tests/conftest.py) stays the only Spark in the pytest process.
@@ -27,6 +28,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow(120)]
 
 EPOCHGATE = Path(sys.executable).parent / "epochgate"
 PID_GLOB = "connect/*/pid/*.pid"
+TOKEN_GLOB = "connect/*/token"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,95 @@ def kill_leftovers(home: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+CLIENT = """
+import sys
+from pipelines.errors import SparkUnavailableError
+from pipelines.spark.session import spark_session
+try:
+    print(spark_session(sys.argv[1]).range(3).count())
+except SparkUnavailableError as err:
+    print(err)
+"""
+RAW_CLIENT = """
+import sys
+from pyspark.sql import SparkSession
+print(SparkSession.builder.remote(sys.argv[1]).getOrCreate().range(3).count())
+"""
+
+
+def client(
+    url: str, *, home: Path, raw: bool = False, token: str | None = None
+) -> subprocess.Popen[str]:
+    """A client process that counts 3 rows on ``url`` (or prints why it cannot): epochgate's
+    ``spark_session`` or, with ``raw``, PySpark's own builder; ``token`` in its environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
+    env["EPOCHGATE_HOME"] = str(home)
+    if token is not None:
+        env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
+    return subprocess.Popen(
+        [sys.executable, "-W", "ignore", "-c", RAW_CLIENT if raw else CLIENT, url],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def answers(process: subprocess.Popen[str]) -> tuple[str, str]:
+    out, err = process.communicate(timeout=120)
+    return out.strip(), err
+
+
+def check_token(server: Server, tmp_path: Path) -> None:
+    """The server asks for its token: kept 0600 beside its record, on no command line and in
+    no output; a client without it is refused, with it (from the file, the URL or the
+    environment) it runs."""
+    (token_file,) = server.home.glob(TOKEN_GLOB)
+    assert token_file.parent.name == str(server.port)
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    token = token_file.read_text().strip()
+    assert len(token) >= 32
+    assert token not in Path(f"/proc/{server.pid}/cmdline").read_text()
+    status = epochgate("spark", "status", home=server.home)
+    assert "token required" in status.stdout
+    assert token not in status.stdout + status.stderr
+
+    elsewhere = tmp_path / "elsewhere"  # a home with no token for this port
+    local = f"sc://localhost:{server.port}"
+    clients = {
+        "raw, no token": client(server.url, home=server.home, raw=True),
+        "raw, token in the URL": client(f"{local}/;token={token}", home=elsewhere, raw=True),
+        "epochgate, token from the home": client(server.url, home=server.home),
+        "epochgate, token in the environment": client(server.url, home=elsewhere, token=token),
+        "epochgate, token in the URL": client(f"{server.url}/;token={token}", home=elsewhere),
+        "epochgate, no token": client(server.url, home=elsewhere),
+        "epochgate, a wrong token": client(f"{server.url}/;token=wrong", home=elsewhere),
+    }
+    said = {name: answers(process) for name, process in clients.items()}
+    out, err = said.pop("raw, no token")
+    assert "UNAUTHENTICATED" in err, err[-2000:]
+    assert "No authentication token provided" in err
+    where = elsewhere / "connect" / str(server.port) / "token"
+    hint = (
+        f"; a server that epochgate spark start runs keeps its token in {where} (under "
+        "$EPOCHGATE_HOME), else give the server's token as ;token= in the URL or in "
+        "$SPARK_CONNECT_AUTHENTICATE_TOKEN"
+    )
+    assert said.pop("epochgate, no token")[0] == (
+        f"cannot use Spark at {server.url}: the server refused the client: No authentication "
+        f"token provided{hint}"
+    )
+    assert said.pop("epochgate, a wrong token")[0] == (  # the URL named without its token
+        f"cannot use Spark at {server.url}/: the server refused the client: Invalid "
+        f"authentication token{hint}"
+    )
+    for name, (out, err) in said.items():
+        assert out == "3", f"{name}: {out}\n{err[-2000:]}"
+        assert token not in out + err, name
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     port, home = free_port(), tmp_path / "home"
@@ -89,6 +180,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
         started = epochgate("spark", "start", "--port", str(port), home=home, timeout=180)
         assert started.returncode == 0, started.stderr
         assert started.stdout.strip().splitlines()[-1] == f"sc://127.0.0.1:{port}"
+        assert "token" not in started.stdout + started.stderr
         (pid_file,) = home.glob(PID_GLOB)
         yield Server(port, home, int(pid_file.read_text().strip()))
     finally:
@@ -103,11 +195,12 @@ def test_bank_demo_runs_through_a_connect_server(server: Server, tmp_path: Path)
     outside = [f"{address}:{port}" for address, port in sockets if not loopback(address)]
     assert outside == [], f"the server listens beyond 127.0.0.1: {outside}"
     status = epochgate("spark", "status", home=server.home)
-    assert f"running      {server.url}  pid {server.pid}" in status.stdout
+    assert f"running      {server.url}  pid {server.pid}  token required" in status.stdout
 
     again = epochgate("spark", "start", "--port", str(server.port), home=server.home)
     assert again.returncode == 0, again.stderr
     assert f"already running on port {server.port} (pid {server.pid})" in again.stdout
+    check_token(server, tmp_path)
 
     demo = epochgate(
         "demo",
@@ -123,6 +216,7 @@ def test_bank_demo_runs_through_a_connect_server(server: Server, tmp_path: Path)
     wait_until(lambda: not alive(server.pid), 10, f"the end of the server's process {server.pid}")
     assert not accepts(server.port)
     assert not list(server.home.glob(PID_GLOB))
+    assert not list(server.home.glob(TOKEN_GLOB))
     status = epochgate("spark", "status", "--port", str(server.port), home=server.home)
     assert f"not running  {server.url}" in status.stdout
 

@@ -1,0 +1,235 @@
+"""Sail as an engine: the conformance cases (``sail_cases.py``) on one Sail server, ``epochgate
+sail start|stop|status``, the server a process starts for itself (stopped by its pid when the
+process ends, even by SIGKILL), ``sail-local-cluster``, and the error without ``pysail``.
+
+Everything that holds a Sail session runs in a child process: the suite's classic session
+(tests/conftest.py) stays the only Spark in the pytest process, and a Connect session cannot
+share a process with it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipelines.errors import SparkUnavailableError
+from pipelines.spark.sail import MODES, SAIL_URLS
+from pipelines.spark.session import SAIL_ENGINES, spark_session
+from tests.pipelines.spark.sail_cases import CASES
+from tests.sockets import accepts, free_port
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.sail, pytest.mark.slow(45)]
+
+REPO = Path(__file__).resolve().parents[3]
+EPOCHGATE = Path(sys.executable).parent / "epochgate"
+CASES_FILE = Path(__file__).with_name("sail_cases.py")
+
+
+def environment(home: Path, **extra: str) -> dict[str, str]:
+    """This environment without epochgate's settings, with ``home`` as the state directory."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return {**env, "EPOCHGATE_HOME": str(home), "PYTHONPATH": path, **extra}
+
+
+def epochgate(*args: str, home: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    home.mkdir(parents=True, exist_ok=True)
+    return subprocess.run(
+        [str(EPOCHGATE), *args],
+        env=environment(home),
+        cwd=home.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """A state directory; any Sail server still named under it at the end is killed."""
+    path = tmp_path / "home"
+    yield path
+    for pid_file in path.glob("sail/*/pid"):
+        pid = int(pid_file.read_text().strip())
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_conformance_cases_pass_on_sail(tmp_path: Path) -> None:
+    """Every case of ``sail_cases.py`` passes on one Sail server, in a pytest of its own."""
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-rA", str(CASES_FILE)),
+            *("-p", "no:randomly", "-p", "no:xdist", "-p", "no:cacheprovider"),
+            *("--basetemp", str(tmp_path / "cases")),
+        ],
+        env=environment(tmp_path / "home", EPOCHGATE_SPARK="sail"),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    said = done.stdout[-6000:] + done.stderr[-2000:]
+    assert done.returncode == 0, said
+    passed = set(re.findall(r"^PASSED \S+::(\w+)", done.stdout, re.MULTILINE))
+    missing = sorted(case.__name__ for case in CASES.values() if case.__name__ not in passed)
+    assert not missing, f"cases that did not pass: {missing}\n{said}"
+    assert not list((tmp_path / "home").glob("sail/owned/*.log"))  # stopped, log removed
+
+
+def test_start_status_stop_and_sail_uses_the_started_server(home: Path) -> None:
+    port = free_port()
+    started = epochgate("sail", "start", "--port", str(port), home=home)
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip().splitlines()[-1] == f"sc://127.0.0.1:{port}"
+    pid = int((home / "sail" / str(port) / "pid").read_text())
+    log = home / "sail" / str(port) / "server.log"
+    status = epochgate("sail", "status", home=home).stdout.strip()
+    assert status == f"running      sc://127.0.0.1:{port}  pid {pid}  mode local  log {log}"
+    again = epochgate("sail", "start", "--port", str(port), home=home)
+    assert again.stdout.splitlines()[0] == (
+        f"Sail server already running on port {port} (pid {pid}, local)"
+    )
+
+    demo = epochgate(
+        *("demo", "--epochs", "2", "--rows", "200", "--accounts", "10", "--spark", "sail"),
+        home=home,
+    )
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert "8 stages x 2 epochs verified" in demo.stdout
+    assert not (home / "sail" / "owned").exists()  # it started no server of its own
+    assert alive(pid)
+
+    stopped = epochgate("sail", "stop", "--port", str(port), home=home)
+    assert stopped.stdout.strip() == f"stopped the Sail server on port {port} (pid {pid}, SIGTERM)"
+    assert not alive(pid)
+    assert not accepts(port)
+    assert not (home / "sail" / str(port) / "pid").exists()
+    status = epochgate("sail", "status", "--port", str(port), home=home).stdout.strip()
+    assert status == f"not running  sc://127.0.0.1:{port}"
+    again = epochgate("sail", "stop", "--port", str(port), home=home)
+    assert again.stdout.strip() == f"no Sail server running on port {port}"
+
+
+def test_start_refuses_a_port_another_process_holds(home: Path) -> None:
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = epochgate("sail", "start", "--port", str(port), home=home)
+    assert started.returncode == 1
+    assert started.stderr.strip() == (
+        f"epochgate: Sail server on port {port}: the port is in use by another process; "
+        "pass --port to choose another"
+    )
+    assert not list(home.glob("sail/*/pid"))
+
+
+OWN_SERVER = """
+import os, signal, sys
+from pathlib import Path
+from pipelines.spark.sail import owned_servers
+from pipelines.spark.sail import MODES, SAIL_URLS
+from pipelines.spark.session import SAIL_ENGINES, spark_session
+
+spark = spark_session(sys.argv[1])
+if sys.argv[1] == "sail-local-cluster":  # the bank on a driver and workers, against its oracle
+    from pipelines.examples.demo import run_demo
+
+    summary = run_demo(
+        Path(sys.argv[3]), epochs=2, rows=200, accounts=10, spark_master=sys.argv[1], echo=print
+    )
+    assert summary.verified, summary.mismatches
+(server,) = owned_servers()
+print(server.pid, server.port, server.mode, flush=True)
+if sys.argv[2] == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize(
+    ("engine", "end", "mode"),
+    [("sail", "exit", "local"), ("sail-local-cluster", "kill", "local-cluster")],
+)
+def test_a_process_server_is_stopped_by_its_pid_when_the_process_ends(
+    home: Path, engine: str, end: str, mode: str
+) -> None:
+    """On exit, by the exit handler; on SIGKILL, by the signal its parent's death sends it.
+    The local-cluster one runs the bank demo first, checked against its oracle."""
+    done = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", OWN_SERVER, engine, end, str(home / "demo")],
+        env=environment(home),
+        cwd=home.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == (-signal.SIGKILL if end == "kill" else 0), done.stderr[-3000:]
+    pid, port, ran = done.stdout.splitlines()[-1].split()
+    assert ran == mode
+    wait_until(lambda: not alive(int(pid)), 10.0, f"the Sail server (pid {pid}) to end")
+    assert not accepts(int(port))
+
+
+def test_every_sail_engine_has_a_mode() -> None:
+    assert set(SAIL_URLS) == set(SAIL_ENGINES)
+    assert set(SAIL_URLS.values()) == set(MODES)
+
+
+def test_sail_without_pysail_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pysail", None)  # as if it were not installed
+    with pytest.raises(SparkUnavailableError) as raised:
+        spark_session("sail")
+    assert str(raised.value) == (
+        "cannot use Spark at sail: Sail is not installed; "
+        "install it with: pip install 'epochgate[sail]'"
+    )
+
+
+@pytest.mark.dagster
+def test_make_demo_on_sail_drives_bank_through_dagster_and_verifies_every_stage(
+    tmp_path: Path,
+) -> None:
+    """What ``EPOCHGATE_SPARK=sail make demo`` runs, smaller: bank's runs through Dagster on a
+    Sail server the demo's process starts, every stage at every epoch against the oracle."""
+    done = subprocess.run(
+        [
+            *(sys.executable, "-W", "ignore", "-m", "dagster_project.dev.demo"),
+            *("--epochs", "3", "--rows", "120", "--accounts", "12", "--seed", "3"),
+        ],
+        env=environment(tmp_path / "home", EPOCHGATE_SPARK="sail"),
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "8 stages x 3 epochs verified" in done.stdout, done.stdout[-3000:]
+    assert "ledger: ok" in done.stdout
+    assert not list((tmp_path / "home").glob("sail/owned/*.log"))  # its server stopped
