@@ -4,7 +4,8 @@ epochs under the real Dagster daemon.
     .venv/bin/python bench/bench_dagster.py              # BENCH_SIZE=fast unless set
     BENCH_SIZE=full .venv/bin/python bench/bench_dagster.py [--part a|b|c|all]
         [--rows 1000000] [--epochs 3] [--warmup 2] [--accounts 100000] [--no-rings]
-        [--spark sc://HOST:PORT] [--tick-epochs 1000] [--tick-stages 20] [--ticks 30] [--profile]
+        [--spark sc://HOST:PORT|sail] [--tick-epochs 1000] [--tick-stages 20] [--ticks 30]
+        [--profile]
         [--interval 5] [--daemon-rows 2000] [--daemon-epochs 3] [--daemon-warmup 1]
         [--launchers default,warm] [--results bench/RESULTS.md]
 
@@ -317,7 +318,9 @@ def options(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--no-rings", action="store_true", help="leave the iterative stage out on both sides"
     )
     parser.add_argument(
-        "--spark", default=None, help="a running Spark Connect server (default: start one)"
+        "--spark",
+        default=None,
+        help="a running Spark Connect server (default: start one); part C also takes sail",
     )
     parser.add_argument("--tick-epochs", type=positive, default=1000, help="epochs (b)")
     parser.add_argument("--tick-stages", type=positive, default=20, help="stages (b)")

@@ -41,12 +41,13 @@ from dagster_project.dev.instance import INSTANCE_CONFIG
 from dagster_project.dev.run_timeline import Timeline, run_timeline
 from dagster_project.names import EPOCH_TAG
 from pipelines.examples import bank
-from pipelines.examples.bank_data import DemoData, generate
+from pipelines.examples.bank_data import DemoData, Oracle, generate
+from pipelines.examples.demo import verify_outputs
 from pipelines.run.runtime import Runtime
 from pipelines.settings import HOME_ENV
-from pipelines.spark import connect_server
+from pipelines.spark import connect_server, sail
 from pipelines.spark.connect_token import TOKEN_ENV, read_token
-from pipelines.spark.session import connect_address
+from pipelines.spark.session import SAIL_ENGINES, connect_address, spark_session
 from progress.ledger import Ledger
 
 if TYPE_CHECKING:
@@ -208,7 +209,17 @@ def daemon_side(  # noqa: PLR0917 (one side's setting)
                 )
     finally:
         dev_server.stop(dev)
+    check_outputs(measured.name, rt, data, epochs)
     return measured
+
+
+def check_outputs(side: str, rt: Runtime, data: DemoData, epochs: int) -> None:
+    """Every stage at every epoch a side ran equals DuckDB SQL over the raw inputs: a time is
+    worth nothing if the outputs are wrong."""
+    wrong = verify_outputs(rt, Oracle(data.root), epochs)
+    if wrong:
+        raise SystemExit(f"{side}: outputs differ from the oracle: " + "; ".join(wrong[:5]))
+    print(f"  {side}: every stage at every epoch equals the oracle", flush=True)
 
 
 def direct_side(root: Path, data: DemoData, spark: SparkSession, epochs: int) -> Measured:
@@ -222,6 +233,7 @@ def direct_side(root: Path, data: DemoData, spark: SparkSession, epochs: int) ->
         took = time.time() - advanced
         measured.epochs.append(DaemonEpoch(took, {}, 1))
         print(f"  {measured.name}: epoch {epoch} {took:5.1f}s", flush=True)
+    check_outputs(measured.name, rt, data, epochs)
     return measured
 
 
@@ -329,20 +341,36 @@ def run(
 
 
 def part_c(args: argparse.Namespace) -> None:
-    """Part C on the Spark Connect server ``--spark`` names, or one started on a free port."""
+    """Part C on the Spark Connect server ``--spark`` names, or one started on a free port; with
+    ``--spark sail`` (or ``sail-local-cluster``), on a Sail server started on a free port that
+    every side uses (the bench's process, the run workers, the direct side)."""
     with scratch("bench-daemon-") as tmp:
         root = Path(tmp)
-        if args.spark is None:
+        if args.spark is None or args.spark in SAIL_ENGINES:
             os.environ[HOME_ENV] = str(root / "server-home")
+        if args.spark in SAIL_ENGINES:
+            port = free_port()
+            server = sail.start(port, mode=sail.SAIL_URLS[args.spark], echo=lambda _: None)
+            spark = spark_session(server.url)
+            try:
+                run_on(args, root, spark, server.url)
+            finally:
+                spark.stop()  # before its server: a client's exit cleanup retries for minutes
+                sail.stop(port, echo=lambda _: None)
+            return
         with connect_server.connect_session(args.spark, timeout=300) as connected:
-            run(
-                root,
-                connected.spark,
-                connected.url,
-                rows=args.daemon_rows,
-                epochs=args.daemon_epochs,
-                warmup=args.daemon_warmup,
-                interval=args.interval,
-                launchers=[x.strip() for x in args.launchers.split(",") if x.strip()],
-                results=args.results,
-            )
+            run_on(args, root, connected.spark, connected.url)
+
+
+def run_on(args: argparse.Namespace, root: Path, spark: SparkSession, url: str) -> None:
+    run(
+        root,
+        spark,
+        url,
+        rows=args.daemon_rows,
+        epochs=args.daemon_epochs,
+        warmup=args.daemon_warmup,
+        interval=args.interval,
+        launchers=[x.strip() for x in args.launchers.split(",") if x.strip()],
+        results=args.results,
+    )

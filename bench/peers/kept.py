@@ -18,6 +18,9 @@ from typing import Any
 from peers.report import Figure
 
 FILE = "peers_figures.json"
+FORM = 2
+"""The form of the bench the kept figures were measured with: figures of an earlier form (other
+tools, other peer code, other inputs) are not kept beside this one's."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,10 @@ def _sizes(raw: list[dict[str, Any]]) -> list[Measured]:
             figures=tuple(Figure(**f) for f in m["figures"]),
         )
         for m in raw
+        if m.get("form") == FORM
     ]
 
 
 def _dump(m: Measured) -> dict[str, Any]:
-    return {"rows": m.rows, "about": list(m.about), "figures": [asdict(f) for f in m.figures]}
+    figures = [asdict(f) for f in m.figures]
+    return {"form": FORM, "rows": m.rows, "about": list(m.about), "figures": figures}

@@ -31,7 +31,8 @@ class Run:
     late_rows: int
     """Input rows the tool dropped as late (after it had closed their epoch)."""
     peak_rss: int
-    """Bytes: the high-water resident set of the process, plus its JVM's for Spark."""
+    """Bytes: the high-water resident sets of the tool's whole process tree (with Spark's JVM,
+    or the Sail server)."""
     output: str
     phases: dict[str, float] = field(default_factory=dict)
     """Seconds spent in each part of the tool's own loop, where it has one (epochgate: sending
@@ -148,11 +149,23 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and every process under it: Spark's JVM under the launcher Spark starts, a Sail
+    server under the thread that started it (``/proc/PID/task/*/children`` lists both)."""
+    found, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        found.append(here)
+        todo += [c for c in _children(here) if c not in found]
+    return found
+
+
 def peak_rss() -> int:
-    """This process's peak resident set plus its child processes' (Spark's JVM), in bytes."""
+    """The peak resident set of this process's whole tree, in bytes: the sum of each live
+    process's high-water mark (this one, Spark's JVM, a Sail server). The peaks of different
+    processes need not coincide, so this bounds the tree's peak from above."""
     if not Path("/proc/self/status").exists():
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    me = os.getpid()
-    return _high_water(me) + sum(_high_water(c) for c in _children(me))
+    return sum(_high_water(p) for p in tree(os.getpid()))

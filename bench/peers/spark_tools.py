@@ -1,5 +1,6 @@
-"""The workloads as an epochgate user writes them (a ``Pipeline`` and a ``Runtime``) and as a
-plain PySpark script does (each epoch once all of its files are there, one session)."""
+"""The workloads as an epochgate user writes them (a ``Pipeline`` and a ``Runtime``, the same
+code on local Spark and on Sail: the session decides) and as a plain PySpark script does (each
+epoch once all of its files are there, one session)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ class Size:
     rows: int
     """Input rows per epoch (all sources and workers of the workload together)."""
     epochs: int
-    accounts: int = 10_000
+    accounts: int = 100_000
     customers: int = 1_000
 
 

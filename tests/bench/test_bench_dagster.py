@@ -1,39 +1,53 @@
 """The Dagster bench in tiny forms: part A (one epoch of ``bank`` through Dagster and through
 ``Runtime.run()``, outputs compared), part B (sensor ticks over a short ledger), part C (one
-tiny epoch under ``dagster dev`` with the warm launcher and a local Spark master, against
-``Runtime.run()``), and its sizes. The figures are printed and written to a results file; their
-values are for the full form, never asserted."""
+tiny epoch under ``dagster dev`` with the warm launcher on a Sail server, against
+``Runtime.run()``, both checked against the oracle), and its sizes. The figures are printed
+and written to a results file; their values are for the full form, never asserted."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.bench.scripts import load
+from tests.bench.scripts import BENCH, load
 
 pytestmark = [pytest.mark.spark, pytest.mark.dagster, pytest.mark.slow(130)]
 
 
-def test_the_daemon_part_prints_the_direct_and_daemon_times_and_the_goal(
-    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.sail
+def test_the_daemon_part_on_sail_prints_the_direct_and_daemon_times_and_the_goal(
+    tmp_path: Path,
 ) -> None:
-    module = load("daemon_path")
+    """``bench_dagster.py --part c --spark sail`` as a user runs it: a Sail server that the run
+    workers under ``dagster dev`` and the direct side share, both sides' outputs checked
+    against the oracle, the goal said (a Connect session cannot share the test's process with
+    its classic session: the script runs in a child)."""
     results = tmp_path / "RESULTS.md"
-    module.run(
-        tmp_path / "run",
-        spark,
-        "local[2]",
-        rows=60,
-        epochs=1,
-        warmup=0,
-        interval=1,
-        launchers=["warm"],
-        results=results,
+    done = subprocess.run(
+        [
+            *(sys.executable, str(BENCH / "bench_dagster.py"), "--part", "c", "--spark", "sail"),
+            *("--daemon-rows", "60", "--daemon-epochs", "1", "--daemon-warmup", "0"),
+            *("--interval", "1", "--launchers", "warm", "--results", str(results)),
+        ],
+        env={k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")},
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
-    out = capsys.readouterr().out
+    out = done.stdout
+    assert done.returncode == 0, out[-4000:] + done.stderr[-3000:]
     lines = out.splitlines()
+    assert "Spark at sc://127.0.0.1:" in out, out
+    for side in ("daemon, warm launcher", "epochgate run"):
+        assert f"  {side}: every stage at every epoch equals the oracle" in lines, out
     assert any(x.startswith("direct (`epochgate run`, same Spark): median ") for x in lines), out
     daemon = next((x for x in lines if x.startswith("daemon, warm launcher: median ")), None)
     assert daemon is not None, out

@@ -1,11 +1,13 @@
 """The peers bench at a tiny size: every tool runs both workloads in this process and is
 checked against the oracle; the figures themselves are for ``BENCH_SIZE=full``, never asserted
-in a test. What is asserted is what the bench exists to show: epochgate emits no epoch before it
-is complete, and the streaming peers, closing epochs by watermark, emit the late worker's
-epochs early."""
+in a test. What is asserted is what the bench exists to show: epochgate, on local Spark and on
+Sail (in a process of its own, with its Sail server), and each peer's exact form emit no epoch
+before it is complete, and the peers' watermark forms emit the late worker's epochs early."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,9 @@ from tests.bench.scripts import load
 
 
 @pytest.mark.spark
-def test_every_tool_runs_both_workloads_and_only_the_peers_emit_early(
+@pytest.mark.sail
+@pytest.mark.slow(20)
+def test_every_tool_runs_both_workloads_and_only_the_watermark_forms_emit_early(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bench = load("bench_peers")
@@ -27,29 +31,42 @@ def test_every_tool_runs_both_workloads_and_only_the_peers_emit_early(
         plan,
         bench.TOOLS,
         tmp_path / "work",
-        runner=lambda tool, feed, home: bench.run_tool(tool, feed, home, spark),
+        # A process holds a local session or a Connect one, not both: Sail's run in its own.
+        runner=lambda tool, feed, home: (
+            bench.in_subprocess(tool, feed, home)
+            if tool == "epochgate-sail"
+            else bench.run_tool(tool, feed, home, spark)
+        ),
     )
     by = {(f.workload, f.tool): f for f in figures}
-    assert set(by) == {(w, t) for w in ("sum", "join") for t in bench.TOOLS}
-    for tool in bench.TOOLS:  # the oracle and every tool agree where no worker is late
+    exact = ("epochgate", "epochgate-sail", "plain", "bytewax", "pathway")
+    assert set(by) == {("sum", t) for t in exact} | {("join", t) for t in bench.TOOLS}
+    for tool in exact:
         assert by["sum", tool].exact, by["sum", tool]
-    assert by["join", "epochgate"].exact
-    assert by["join", "plain"].exact
-    for peer in ("bytewax", "pathway"):  # the late worker's epochs closed by watermark
-        assert by["join", peer].early > 0, by["join", peer]
-        assert by["join", peer].wrong > 0, by["join", peer]
+        assert by["join", tool].exact, by["join", tool]
+    for naive in ("bytewax-watermark", "pathway-watermark"):  # closed by watermark
+        assert by["join", naive].early > 0, by["join", naive]
+        assert by["join", naive].wrong > 0, by["join", naive]
     assert by["join", "epochgate"].latency is not None
+    assert by["join", "epochgate-sail"].latency is not None
 
     results = tmp_path / "RESULTS.md"
     results.write_text("# Benchmark results\n\n<!-- other:start -->\nkept\n<!-- other:end -->\n")
     found = bench.report(figures, results, tmp_path / "plots")
     out = capsys.readouterr().out
-    assert "goal met: join, 400 rows/epoch: epochgate exact" in out
-    assert all(g.met for g in found)
+    for engine in ("Spark", "Sail"):
+        assert f"goal met: join, 400 rows/epoch: epochgate, {engine} exact" in out
+    for goal in ("on Sail at least 2x the throughput", "within 1.1x the plain PySpark script"):
+        lines = [line for line in out.splitlines() if goal in line]
+        assert len(lines) == 2, out  # one per workload, met or not
+        assert all(line.startswith(("goal met: ", "goal NOT met: ")) for line in lines)
+    assert "below 1,000 MB peak" not in out  # from 1,000,000 rows/epoch only
+    assert all(g.met for g in found if "exact, no epoch emitted early" in g.what)
     text = results.read_text()
     assert "kept" in text
     assert "<!-- bench_peers:start -->" in text
     assert "| 400 | join | bytewax 0.21 |" in text
+    assert "| 400 | join | epochgate, Sail |" in text
     assert "- machine: " in text
     assert (tmp_path / "plots" / "peers_throughput.png").stat().st_size > 0
 
@@ -64,6 +81,30 @@ def test_a_tool_runs_in_a_process_of_its_own_and_reports_its_peak_memory(tmp_pat
     assert run.peak_rss > 10_000_000
     assert sorted(run.emitted_at) == [0, 1]
     assert wrong_epochs(tmp_path / "in", "sum", Path(run.output)) == []
+
+
+@pytest.mark.unit
+def test_peak_memory_counts_every_process_under_the_tool(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    load("bench_peers")
+    from peers.record import tree
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '30'])"]
+    )
+    try:
+        for _ in range(200):  # until the grandchild (sleep) has started
+            under = tree(child.pid)
+            if len(under) == 2:
+                break
+            time.sleep(0.05)
+        assert len(under) == 2, under
+        assert set(under) <= set(tree(os.getpid()))  # the child and the child's child
+    finally:
+        child.kill()
+        child.wait()
 
 
 @pytest.mark.unit
@@ -128,21 +169,21 @@ def test_a_size_measured_again_on_its_own_keeps_the_other_sizes_of_the_same_plan
     bench.report(_figures(100, 1000.0) + _figures(1000, 2000.0), results, None, plan="full")
     bench.report(_figures(1000, 3000.0), results, None, plan="full")  # 1,000 again, alone
     text = results.read_text()
-    assert "| 100 | sum | epochgate | 1,000 ±5% |" in text  # kept from the first run
-    assert "| 1,000 | sum | epochgate | 3,000 ±5% |" in text  # the second run's
-    assert "| 1,000 | sum | epochgate | 2,000" not in text
+    assert "| 100 | sum | epochgate, Spark | 1,000 ±5% |" in text  # kept from the first run
+    assert "| 1,000 | sum | epochgate, Spark | 3,000 ±5% |" in text  # the second run's
+    assert "| 1,000 | sum | epochgate, Spark | 2,000" not in text
     assert text.count("rows/epoch: 20") == 2  # each size with the date of its own run
     assert "3 repeats of each tool" in text
     bench.report(_figures(10, 50.0), results, None, plan="fast")  # another plan, apart
     text = results.read_text()
-    assert "| 10 | sum | epochgate | 50 ±5% |" in text
+    assert "| 10 | sum | epochgate, Spark | 50 ±5% |" in text
     assert "| 100 | sum |" not in text
     assert "| 1,000 | sum |" not in text
     assert "measured: 10 rows/epoch: " in capsys.readouterr().out
     bench.report([], results, None, plan="full")  # the full plan's sizes, kept meanwhile
     text = results.read_text()
-    assert "| 100 | sum | epochgate | 1,000 ±5% |" in text
-    assert "| 1,000 | sum | epochgate | 3,000 ±5% |" in text
+    assert "| 100 | sum | epochgate, Spark | 1,000 ±5% |" in text
+    assert "| 1,000 | sum | epochgate, Spark | 3,000 ±5% |" in text
     assert "| 10 | sum |" not in text
 
 
