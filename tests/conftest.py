@@ -23,14 +23,14 @@ compiler's threads would take the two cores from the tests for code that runs a 
 def pytest_configure(config: pytest.Config) -> None:
     """In the controller (not in an xdist worker, which inherits its mark and environment),
     before any worker or test starts a process: mark the session's processes and start their
-    watchdog; make the JVMs' class-data archive when the machine has none (every JVM the suite
-    starts maps it), and give those JVMs the suite's options."""
+    watchdog; start making the JVMs' class-data archive when the machine has none (every JVM
+    the suite starts once it is there maps it), and give those JVMs the suite's options."""
     if not hasattr(config, "workerinput"):
         reaper.start()
         from pipelines.spark import jvm
 
         if config.option.markexpr != "unit":  # ``make unit`` starts no JVM
-            jvm.ensure()
+            jvm.java_options()  # when missing, made in the background: the first JVMs go without
         os.environ.setdefault(jvm.OPTIONS_ENV, FAST_START)
 
 

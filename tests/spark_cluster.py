@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipelines.spark import jvm
 from pipelines.spark._internals import SPARK_CLASS_SCRIPT, pyspark_home
 from tests.sockets import accepts, free_port
 
@@ -81,6 +82,7 @@ def standalone_cluster(
         "SPARK_HOME": str(home),
         "SPARK_LOCAL_IP": HOST,
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+        "SPARK_DAEMON_JAVA_OPTS": jvm.options(),  # the master's and workers'
         "PYSPARK_PYTHON": sys.executable,
     }
     root.mkdir(parents=True, exist_ok=True)

@@ -77,8 +77,14 @@ def driver_conf(conf: dict[str, str]) -> dict[str, str]:
     ``$EPOCHGATE_SPARK_JAVA_OPTIONS``), unless ``conf`` sets them itself."""
     if OPTIONS_KEY in conf:
         return conf
-    options = " ".join(o for o in (java_options(), os.environ.get(OPTIONS_ENV, "")) if o)
-    return {**conf, OPTIONS_KEY: options} if options else conf
+    chosen = options()
+    return {**conf, OPTIONS_KEY: chosen} if chosen else conf
+
+
+def options() -> str:
+    """The JVM options of the JVMs epochgate starts: the archive's, then
+    ``$EPOCHGATE_SPARK_JAVA_OPTIONS`` (also what a cluster's own JVMs can be given)."""
+    return " ".join(o for o in (java_options(), os.environ.get(OPTIONS_ENV, "")) if o)
 
 
 def ensure(timeout: float = MAKER_TIMEOUT) -> Path | None:

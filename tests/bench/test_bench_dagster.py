@@ -6,7 +6,6 @@ and written to a results file; their values are for the full form, never asserte
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests.bench.scripts import BENCH, load
+from tests.environment import without_settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.dagster, pytest.mark.slow(130)]
 
@@ -34,7 +34,7 @@ def test_the_daemon_part_on_sail_prints_the_direct_and_daemon_times_and_the_goal
             *("--daemon-rows", "60", "--daemon-epochs", "1", "--daemon-warmup", "0"),
             *("--interval", "1", "--launchers", "warm", "--results", str(results)),
         ],
-        env={k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")},
+        env=without_settings(),
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         capture_output=True,

@@ -27,6 +27,7 @@ from tests.dagster_project.dagster_dev import (
     stop,
     wait_until_serving,
 )
+from tests.environment import without_settings
 from tests.sockets import accepts
 from tests.waiting import wait_until, within
 
@@ -62,7 +63,7 @@ def ui_instance(root: Path) -> Path:
 def serve(root: Path, dagster_home: Path) -> Iterator[DagsterDev]:
     """``dagster-webserver`` on the project's workspace and the instance in ``dagster_home``,
     working in ``root``; stopped, and checked to be gone, on the way out."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
+    env = without_settings("EPOCHGATE_", "DAGSTER_")
     env |= {"DAGSTER_HOME": str(dagster_home), "EPOCHGATE_HOME": str(root / "home")}
     dev = launch(root, env, Serve.WEBSERVER)
     try:

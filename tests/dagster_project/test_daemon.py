@@ -39,6 +39,7 @@ from tests.dagster_project.dagster_dev import (
     stop,
     wait_until_serving,
 )
+from tests.environment import without_settings
 from tests.sockets import accepts, free_port
 from tests.waiting import wait_until as wait_on
 
@@ -60,7 +61,7 @@ def running_dagster_dev(tmp_path: Path) -> Iterator[tuple[DagsterDev, Path]]:
     instead of one per run); yields it and the state directory."""
     state = tmp_path / "home"
     connect_port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
+    env = without_settings("EPOCHGATE_", "DAGSTER_")
     dagster_home = instance_home(tmp_path)  # the project's dagster.yaml: warm run workers
     env |= {
         "DAGSTER_HOME": str(dagster_home),

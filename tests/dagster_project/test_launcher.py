@@ -40,6 +40,7 @@ from tests.dagster_project.dagster_dev import (
     wait_until_serving,
 )
 from tests.dagster_project.test_daemon import STAGES
+from tests.environment import without_settings
 from tests.sockets import accepts
 from tests.waiting import wait_until
 
@@ -103,7 +104,7 @@ def test_runs_go_to_a_warm_worker_and_a_killed_worker_fails_only_its_run(
     config = home / "dagster.yaml"
     assert "class: WarmRunLauncher" in config.read_text()
     config.write_text(config.read_text().replace("workers: 2", "workers: 1"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
+    env = without_settings("EPOCHGATE_", "DAGSTER_")
     env |= {
         "DAGSTER_HOME": str(home),
         "EPOCHGATE_HOME": str(state),

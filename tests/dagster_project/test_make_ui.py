@@ -3,7 +3,6 @@ URL printed first; stopped by process group, leaving nothing on the port."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.dagster_project.dagster_dev import REPO, group_members, spawn, stop, wait_until_serving
+from tests.environment import without_settings
 from tests.sockets import accepts, free_port
 
 pytestmark = pytest.mark.dagster
@@ -21,7 +21,7 @@ def test_make_ui_serves_the_demo_instance(tmp_path: Path) -> None:
     assert make is not None, "`make` is not installed"
     venv = Path(sys.prefix)
     port, home = free_port(), tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
+    env = without_settings("EPOCHGATE_", "DAGSTER_")
     argv = [
         make,
         "--no-print-directory",

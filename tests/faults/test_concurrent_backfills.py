@@ -53,6 +53,7 @@ from tests.dagster_project.test_daemon import (
     partition_keys,
     send_epochs,
 )
+from tests.environment import without_settings
 from tests.faults import invariants
 from tests.faults.recorder import Campaign, Recorder, full
 from tests.sockets import accepts, free_port
@@ -330,7 +331,7 @@ def backfills(tmp_path_factory: pytest.TempPathFactory, recorder: Recorder) -> I
         config = dagster_home / "dagster.yaml"
         config.write_text(config.read_text() + RETRIES)
     connect_port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("EPOCHGATE_", "DAGSTER_"))}
+    env = without_settings("EPOCHGATE_", "DAGSTER_")
     env |= {
         "DAGSTER_HOME": str(dagster_home),
         "EPOCHGATE_HOME": str(state),

@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from pipelines.examples.bank import WORKERS
 from pipelines.examples.bank_data import Oracle
 from progress.ledger import Ledger, MessageRecord
+from tests.environment import without_settings
 from tests.fixtures import captures
 from tests.fixtures.followed import FOLLOWED_ENV, NAME, REF
 from tests.waiting import wait_until
@@ -40,7 +41,7 @@ TOTALS_SQL = (
 def start_follower(capture: Path, home: Path, log: Path) -> subprocess.Popen[bytes]:
     """``epochgate replay -p followed --follow`` in ``home``, in a session of its own (so its
     JVM can be found, and stopped, with it)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env = without_settings()
     env[FOLLOWED_ENV] = str(capture)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     argv = ["replay", "-p", REF, "--ledger", str(home / "ledger.duckdb")]

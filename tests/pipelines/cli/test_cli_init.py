@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pyspark.sql import SparkSession
 import pipelines
 from pipelines.cli.init import FILES, TEMPLATES, render
 from pipelines.cli.main import main
+from tests.environment import without_settings
 
 pytestmark = pytest.mark.slow(70)
 
@@ -29,12 +29,10 @@ NAME = "initshop"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The environment a user has: none of the suite's epochgate, pytest or Python settings."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("EPOCHGATE_", "PYTEST_", "DAGSTER_")) and k != "PYTHONPATH"
-    }
+    """The environment a user has: none of the suite's epochgate, pytest or Python settings
+    (but the machine's JVM settings)."""
+    env = without_settings("EPOCHGATE_", "PYTEST_", "DAGSTER_")
+    env.pop("PYTHONPATH", None)
     return {**env, **extra}
 
 

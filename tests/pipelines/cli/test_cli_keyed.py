@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import decimal
 import json
-import os
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pipelines.run.runtime import Runtime
 from pipelines.stages.kinds import KeyedStage
 from pipelines.testing import send_epochs
 from progress.ledger import Ledger
+from tests.environment import without_settings
 from tests.fixtures import keyed_reads
 from tests.fixtures.keyed_reads import BALANCES, D1, D2, ROWS, oracle
 from tests.steps import Steps
@@ -338,7 +338,7 @@ def test_a_hit_an_eviction_and_state_start_no_jvm(
         timeout=120,
         check=False,
         env={
-            **{k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")},
+            **without_settings(),
             "PYTHONPATH": str(ROOT),
         },
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.settings import HOME_ENV
+from tests.environment import without_settings
 from tests.fixtures.clicks import BROKEN, REFERENCE, write_clicks, write_mistyped
 
 pytestmark = pytest.mark.spark
@@ -43,7 +44,7 @@ class Ran:
 
 
 def epochgate(home: Path, *argv: str) -> Ran:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env = without_settings()
     env[HOME_ENV] = str(home)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     done = subprocess.run(

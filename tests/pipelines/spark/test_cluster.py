@@ -7,7 +7,6 @@ by its pid at the end and nothing is left listening.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.environment import without_settings
 from tests.spark_cluster import Cluster, can_hide, standalone_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow(150)]
@@ -36,7 +36,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, blind_root: Path) -> Itera
 
 def on_cluster(cluster: Cluster, home: Path, *args: str) -> dict[str, Any]:
     """``tests.fixtures.on_cluster`` run with ``EPOCHGATE_SPARK`` set to the cluster's URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env = without_settings()
     env |= {
         "EPOCHGATE_SPARK": cluster.url,
         "EPOCHGATE_HOME": str(home / "state"),

@@ -1,5 +1,5 @@
 """Spark Connect: ``epochgate spark start|stop|status``, the server's token, and the bank demo
-through a server.
+and the engine conformance cases (``engine_cases.py``) through a server.
 
 Every command runs in a child process with ``EPOCHGATE_HOME`` in the test's directory: the
 suite's own classic session (tests/conftest.py) stays the only Spark in the pytest process.
@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.environment import without_settings
+from tests.pipelines.spark.conformance import run_cases
 from tests.sockets import accepts, free_port, listening, loopback
 from tests.waiting import wait_until
 
@@ -44,7 +46,7 @@ class Server:
 
 def epochgate(*args: str, home: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run the console script with its state under ``home`` (and its cwd beside it)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env = without_settings()
     env["EPOCHGATE_HOME"] = str(home)
     home.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
@@ -105,7 +107,7 @@ def client(
 ) -> subprocess.Popen[str]:
     """A client process that counts 3 rows on ``url`` (or prints why it cannot): epochgate's
     ``spark_session`` or, with ``raw``, PySpark's own builder; ``token`` in its environment."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env = without_settings()
     env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
     env["EPOCHGATE_HOME"] = str(home)
     if token is not None:
@@ -188,7 +190,9 @@ def server(tmp_path: Path) -> Iterator[Server]:
         kill_leftovers(home)
 
 
-def test_bank_demo_runs_through_a_connect_server(server: Server, tmp_path: Path) -> None:
+def test_bank_demo_and_the_engine_cases_run_through_a_connect_server(
+    server: Server, tmp_path: Path
+) -> None:
     assert alive(server.pid)
     sockets = listening(server.pid)  # its gRPC port, driver RPC and block manager
     assert server.port in [port for _, port in sockets]
@@ -209,6 +213,10 @@ def test_bank_demo_runs_through_a_connect_server(server: Server, tmp_path: Path)
         home=server.home,
         timeout=240,
     )
+    # The engine conformance cases, as on Sail: the token comes from the server's home.
+    env = without_settings()
+    env |= {"EPOCHGATE_HOME": str(server.home), "EPOCHGATE_SPARK": server.url}
+    run_cases(env, tmp_path / "cases")
 
     stopped = epochgate("spark", "stop", "--port", str(server.port), home=server.home)
     assert stopped.returncode == 0, stopped.stderr
@@ -294,7 +302,7 @@ with connect_server.connect_session(port=int(sys.argv[1]), timeout=180) as conne
 
 def test_a_connect_session_starts_its_server_and_stops_it_after_the_block(tmp_path: Path) -> None:
     port, home = free_port(), tmp_path / "home"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env = without_settings()
     env["EPOCHGATE_HOME"] = str(home)
     try:
         done = subprocess.run(

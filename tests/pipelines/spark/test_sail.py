@@ -1,4 +1,4 @@
-"""Sail as an engine: the conformance cases (``sail_cases.py``) on one Sail server, ``epochgate
+"""Sail as an engine: the conformance cases (``engine_cases.py``) on one Sail server, ``epochgate
 sail start|stop|status``, the server a process starts for itself (stopped by its pid when the
 process ends, even by SIGKILL), ``sail-local-cluster``, and the error without ``pysail``.
 
@@ -10,7 +10,6 @@ share a process with it.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -22,7 +21,8 @@ import pytest
 from pipelines.errors import SparkUnavailableError
 from pipelines.spark.sail import MODES, SAIL_URLS
 from pipelines.spark.session import SAIL_ENGINES, spark_session
-from tests.pipelines.spark.sail_cases import CASES
+from tests.environment import without_settings
+from tests.pipelines.spark.conformance import run_cases
 from tests.sockets import accepts, free_port
 from tests.waiting import wait_until
 
@@ -30,12 +30,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.sail, pytest.mark.slow(45)]
 
 REPO = Path(__file__).resolve().parents[3]
 EPOCHGATE = Path(sys.executable).parent / "epochgate"
-CASES_FILE = Path(__file__).with_name("sail_cases.py")
 
 
 def environment(home: Path, **extra: str) -> dict[str, str]:
     """This environment without epochgate's settings, with ``home`` as the state directory."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EPOCHGATE_")}
+    env = without_settings()
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     return {**env, "EPOCHGATE_HOME": str(home), "PYTHONPATH": path, **extra}
 
@@ -74,26 +73,8 @@ def home(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_the_conformance_cases_pass_on_sail(tmp_path: Path) -> None:
-    """Every case of ``sail_cases.py`` passes on one Sail server, in a pytest of its own."""
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "pytest", "-q", "-rA", str(CASES_FILE)),
-            *("-p", "no:randomly", "-p", "no:xdist", "-p", "no:cacheprovider"),
-            *("--basetemp", str(tmp_path / "cases")),
-        ],
-        env=environment(tmp_path / "home", EPOCHGATE_SPARK="sail"),
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    said = done.stdout[-6000:] + done.stderr[-2000:]
-    assert done.returncode == 0, said
-    passed = set(re.findall(r"^PASSED \S+::(\w+)", done.stdout, re.MULTILINE))
-    missing = sorted(case.__name__ for case in CASES.values() if case.__name__ not in passed)
-    assert not missing, f"cases that did not pass: {missing}\n{said}"
+    """Every case of ``engine_cases.py`` passes on one Sail server, in a pytest of its own."""
+    run_cases(environment(tmp_path / "home", EPOCHGATE_SPARK="sail"), tmp_path / "cases")
     assert not list((tmp_path / "home").glob("sail/owned/*.log"))  # stopped, log removed
 
 

@@ -1,11 +1,12 @@
 """The engine conformance cases: tests of the suite, each checked against its DuckDB oracle,
-run again here with ``spark`` a session on Sail.
+run again here with ``spark`` a Spark Connect session on the engine ``EPOCHGATE_SPARK`` names:
+``sail`` (a Sail server) or ``sc://...`` (a Spark Connect server).
 
-Not collected with the suite (its name does not start with ``test_``): ``test_sail.py`` runs
-it in a pytest of its own, in a child process with ``EPOCHGATE_SPARK=sail``, because a Spark
-Connect session and the suite's classic session cannot share a process (PySpark refuses the
-second, and its functions build the columns of whichever mode the process is in). One Sail
-server serves the whole run: the process's own, stopped by its pid when the run ends.
+Not collected with the suite (its name does not start with ``test_``): ``run_cases`` runs it in
+a pytest of its own, in a child process, because a Spark Connect session and the suite's
+classic session cannot share a process (PySpark refuses the second, and its functions build the
+columns of whichever mode the process is in). One server serves the whole run: for Sail the
+process's own, stopped by its pid when the run ends; for Spark Connect the caller's.
 
 Each case is imported, not copied: the body, fixtures and oracle are the ones local Spark runs.
 ``CASES`` names them; the docs' engine table cites these names.
@@ -13,6 +14,7 @@ Each case is imported, not copied: the body, fixtures and oracle are the ones lo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +25,8 @@ import pytest
 from pipelines.examples.bank_data import ORACLE_SQL, Oracle
 from pipelines.examples.demo import read_balances, run_demo
 from pipelines.run.sinks import VERSIONS
-from pipelines.spark.engine import SAIL, engine_of
+from pipelines.spark.engine import SAIL, SPARK_CONNECT, Engine, engine_of
+from pipelines.spark.session import SAIL_ENGINES, SPARK_ENV
 from tests.fixtures import exports
 from tests.fixtures.exports import oracle, published
 from tests.pipelines.capture.test_capture_replay import (
@@ -66,7 +69,7 @@ from tests.pipelines.run.test_sinks import committed, inputs, shown
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = [pytest.mark.spark, pytest.mark.sail]
+pytestmark = [pytest.mark.spark]
 
 FIXTURES = (upstream, one_worker, done_demo)
 """Fixtures of the imported cases, imported with them so that they are found here."""
@@ -74,19 +77,23 @@ FIXTURES = (upstream, one_worker, done_demo)
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """A session on this process's Sail server (``EPOCHGATE_SPARK`` is ``sail`` here, so what
-    a case starts by ``spark_session()`` is a session on the same server)."""
+    """A session on the engine ``EPOCHGATE_SPARK`` names (what a case starts by
+    ``spark_session()`` is a session on the same server)."""
     from pipelines.spark.sail import stop_owned
     from pipelines.spark.session import spark_session
 
-    session = spark_session("sail")
+    session = spark_session()
     yield session
     session.stop()
     stop_owned()
 
 
-def test_the_session_is_on_sail(spark: SparkSession) -> None:
-    assert engine_of(spark) is SAIL
+def asked_for() -> Engine:
+    return SAIL if os.environ.get(SPARK_ENV) in SAIL_ENGINES else SPARK_CONNECT
+
+
+def test_the_session_is_on_the_engine_asked_for(spark: SparkSession) -> None:
+    assert engine_of(spark) is asked_for()
 
 
 def test_bank_lookups_upqueries_and_an_eviction_match_the_oracle(
@@ -112,13 +119,13 @@ def test_bank_lookups_upqueries_and_an_eviction_match_the_oracle(
     assert read_balances(rt, oracle, oracle.some_accounts()[:3], print) == []
 
 
-def test_a_sink_publishes_each_committed_epoch_for_sail_duckdb_and_pyarrow(
+def test_a_sink_publishes_each_committed_epoch_for_the_engine_duckdb_and_pyarrow(
     tmp_path: Path, spark: SparkSession
 ) -> None:
-    """``test_sinks``' publishing case, but for two things: Sail's files carry no Spark schema
-    in their footers, so the sink's message is a copy of its input's rows, not hard links to
-    its files (``StageWork.linkable``); and Sail reads the ``epoch=N`` folders' values as
-    strings (Spark infers integers)."""
+    """``test_sinks``' publishing case, but for two things on Sail: its files carry no Spark
+    schema in their footers, so the sink's message is a copy of its input's rows, not hard
+    links to its files (``StageWork.linkable``); and it reads the ``epoch=N`` folders' values
+    as strings (Spark infers integers)."""
     files = inputs(tmp_path, 3)
     rt = exports.runtime(tmp_path / "home", spark)
     exports.send(rt, files)
@@ -132,9 +139,10 @@ def test_a_sink_publishes_each_committed_epoch_for_sail_duckdb_and_pyarrow(
     assert shown(rt) == committed(rt)
     expected = oracle(files)
     assert published(root) == expected  # DuckDB: PATH/*/*.parquet, hive partitioning
-    from_sail = spark.read.parquet(str(root)).select("epoch", "item", "total").collect()
-    assert {type(r.epoch) for r in from_sail} == {str}  # Sail infers no partition column types
-    assert sorted((int(r.epoch), r.item, round(r.total, 6)) for r in from_sail) == expected
+    from_engine = spark.read.parquet(str(root)).select("epoch", "item", "total").collect()
+    inferred = str if engine_of(spark) is SAIL else int  # Sail infers no partition column types
+    assert {type(r.epoch) for r in from_engine} == {inferred}
+    assert sorted((int(r.epoch), r.item, round(r.total, 6)) for r in from_engine) == expected
     from_arrow = ds.dataset(root, partitioning="hive").to_table().to_pylist()
     assert sorted((r["epoch"], r["item"], round(r["total"], 6)) for r in from_arrow) == expected
     before = committed(rt)
@@ -144,9 +152,10 @@ def test_a_sink_publishes_each_committed_epoch_for_sail_duckdb_and_pyarrow(
     assert published(root) == expected
 
 
-def test_python_udfs_fail_with_a_pyspark_newer_than_sail_knows(spark: SparkSession) -> None:
+def test_python_udfs_fail_on_sail_with_a_pyspark_newer_than_it_knows(spark: SparkSession) -> None:
     """Sail 0.7 runs Python UDFs with the PySpark installed beside it, as far as 4.2: a newer
-    one is presented to it as 4.2, and a plain Python UDF then fails in its worker."""
+    one is presented to it as 4.2, and a plain Python UDF then fails in its worker. Spark runs
+    them."""
     import pyspark
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -154,7 +163,8 @@ def test_python_udfs_fail_with_a_pyspark_newer_than_sail_knows(spark: SparkSessi
     from pipelines.spark._internals import SAIL_NEWEST_PYSPARK
 
     doubled = spark.range(3).select(F.udf(lambda x: x * 2, T.LongType())("id").alias("x"))
-    if tuple(int(p) for p in pyspark.__version__.split(".")[:2]) <= SAIL_NEWEST_PYSPARK:
+    known = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) <= SAIL_NEWEST_PYSPARK
+    if engine_of(spark) is not SAIL or known:
         assert sorted(r.x for r in doubled.collect()) == [0, 2, 4]
     else:
         with pytest.raises(Exception, match="udfs"):
@@ -167,7 +177,7 @@ CASES = {
     "iterate": test_rounds_reach_the_fixed_point_and_equal_the_oracle,
     "dimension join": test_a_reader_sees_the_table_as_of_its_epoch_and_after_close_the_last,
     "dimension correction": test_a_dimension_is_corrected_only_where_its_worker_sent_a_table,
-    "sink": test_a_sink_publishes_each_committed_epoch_for_sail_duckdb_and_pyarrow,
+    "sink": test_a_sink_publishes_each_committed_epoch_for_the_engine_duckdb_and_pyarrow,
     "upquery": test_a_never_read_key_is_upqueried_then_answered_from_state,
     "eviction": test_an_evicted_key_reads_the_same_and_refills_with_what_it_missed,
     "join below a partial stage": (

@@ -1,0 +1,38 @@
+"""The engine conformance cases (``engine_cases.py``) run in a pytest of their own, in a child
+process on the engine its environment names, and every case checked to have passed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+CASES_FILE = Path(__file__).with_name("engine_cases.py")
+
+
+def run_cases(env: dict[str, str], basetemp: Path) -> None:
+    """Every case of ``engine_cases.py`` passes with ``env`` (its ``EPOCHGATE_SPARK`` names the
+    engine)."""
+    from tests.pipelines.spark.engine_cases import CASES
+
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-rA", str(CASES_FILE)),
+            *("-p", "no:randomly", "-p", "no:xdist", "-p", "no:cacheprovider"),
+            *("--basetemp", str(basetemp)),
+        ],
+        env=env,
+        cwd=REPO,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    said = done.stdout[-6000:] + done.stderr[-2000:]
+    assert done.returncode == 0, said
+    passed = set(re.findall(r"^PASSED \S+::(\w+)", done.stdout, re.MULTILINE))
+    missing = sorted(case.__name__ for case in CASES.values() if case.__name__ not in passed)
+    assert not missing, f"cases that did not pass: {missing}\n{said}"
