@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,12 +41,21 @@ from pipelines.spark.connect_token import (
     new_token,
     read_token,
 )
+from pipelines.spark.servers import (
+    HOST,
+    accepts,
+    check_port,
+    first_query,
+    free_port,
+    read_pid,
+    runs,
+    terminate,
+)
 from pipelines.spark.session import BIND_KEYS, LOCAL_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-HOST = "127.0.0.1"
 DEFAULT_PORT = 15002
 DEFAULT_MASTER = "local[2]"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -132,7 +139,7 @@ def statuses(port: int | None = None) -> list[ServerStatus]:
 
 def status(port: int = DEFAULT_PORT) -> ServerStatus:
     """The server on ``port``: running when the pid file names a live Spark Connect server."""
-    pid = _read_pid(pid_file(port))
+    pid = read_pid(pid_file(port))
     alive = pid if pid is not None and _is_server(pid) else None
     return ServerStatus(port, alive, log_file(port), token=read_token(port) is not None)
 
@@ -150,14 +157,14 @@ def start(
     when the server exits or does not answer within ``timeout`` seconds; the half-started
     server is stopped then.
     """
-    _check_port(port)
+    check_port(port, ConnectServerError)
     current = status(port)
     if current.running:
         echo(f"Spark Connect server already running on port {port} (pid {current.pid})")
         echo(current.url)
         return current
     pid_file(port).unlink(missing_ok=True)  # a stale one, left by a server that died
-    if _accepts(port):
+    if accepts(port):
         raise ConnectServerError(
             port, "the port is in use by another process; pass --port to choose another"
         )
@@ -201,7 +208,7 @@ def start(
         check=False,
         timeout=60,
     )
-    pid = _read_pid(pid_file(port))
+    pid = read_pid(pid_file(port))
     if launch.returncode != 0 or pid is None:
         said = (launch.stdout + launch.stderr).strip().splitlines()
         reason = f"the start script failed: {said[-1] if said else f'exit {launch.returncode}'}"
@@ -210,7 +217,7 @@ def start(
     try:
         _wait_until_serving(port, pid, deadline=started + timeout)
     except ConnectServerError:
-        _terminate(port, pid, timeout=10.0)
+        terminate(port, pid, timeout=10.0, error=ConnectServerError, log=log_file(port))
         pid_file(port).unlink(missing_ok=True)
         forget_token(port)
         raise
@@ -226,14 +233,16 @@ def start(
 def stop(port: int = DEFAULT_PORT, *, timeout: float = 30.0, echo: Echo = print) -> bool:
     """Stop the server on ``port``: SIGTERM, then SIGKILL after ``timeout`` seconds. Returns
     whether one was running; the pid file is gone either way."""
-    _check_port(port)
+    check_port(port, ConnectServerError)
     current = status(port)
     if current.pid is None:
         pid_file(port).unlink(missing_ok=True)
         forget_token(port)
         echo(f"no Spark Connect server running on port {port}")
         return False
-    how = _terminate(port, current.pid, timeout=timeout)
+    how = terminate(
+        port, current.pid, timeout=timeout, error=ConnectServerError, log=log_file(port)
+    )
     pid_file(port).unlink(missing_ok=True)
     forget_token(port)
     echo(f"stopped the Spark Connect server on port {port} (pid {current.pid}, {how})")
@@ -266,7 +275,7 @@ def connect_session(
     started: int | None = None
     seconds: float | None = None
     if url is None:
-        started = port if port is not None else _free_port()
+        started = port if port is not None else free_port()
         began = time.monotonic()
         url = start(started, echo=lambda _: None, timeout=timeout).url
         seconds = time.monotonic() - began
@@ -282,16 +291,9 @@ def connect_session(
             stop(started, echo=lambda _: None)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def _wait_until_serving(port: int, pid: int, *, deadline: float) -> None:
     """Return once the port accepts connections and a client's query runs on the server."""
-    while not _accepts(port):
+    while not accepts(port):
         if not _is_server(pid):
             log = log_file(port)
             why = _first_exception(log)
@@ -308,50 +310,10 @@ def _wait_until_serving(port: int, pid: int, *, deadline: float) -> None:
 
 
 def _first_query(port: int, deadline: float) -> str | None:
-    """Run ``spark.range(1).count()`` through a client in a child process (so this process
-    holds no session), bounded by ``deadline``; the error's last line, or ``None``."""
-    probe = (
-        "from pyspark.sql import SparkSession\n"
-        f"s = SparkSession.builder.remote('sc://{LOCAL_NAME}:{port}').getOrCreate()\n"
-        "assert s.range(1).count() == 1\n"
-        "s.stop()\n"
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-W", "ignore", "-c", probe],
-            env={**os.environ, TOKEN_ENV: read_token(port) or ""},  # off the command line
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=max(deadline - time.monotonic(), 5.0),
-        )
-    except subprocess.TimeoutExpired:
-        return "no answer in time"
-    if done.returncode == 0:
-        return None
-    lines = done.stderr.strip().splitlines()
-    return lines[-1] if lines else f"exit {done.returncode}"
-
-
-def _terminate(port: int, pid: int, *, timeout: float) -> str:
-    """End the server process: SIGTERM, then SIGKILL. Says which one it took."""
-    for sig, wait, how in (
-        (signal.SIGTERM, timeout, "SIGTERM"),
-        (signal.SIGKILL, 10.0, "SIGKILL"),
-    ):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return how
-        except PermissionError:
-            raise ConnectServerError(port, f"not allowed to signal pid {pid}") from None
-        end = time.monotonic() + wait
-        while time.monotonic() < end:
-            if exited(pid):
-                return how
-            time.sleep(0.2)
-    raise ConnectServerError(port, f"pid {pid} did not exit after SIGKILL", log=log_file(port))
+    """A client's query on the server (see ``servers.first_query``), with the server's token
+    in the client's environment (off the command line)."""
+    env = {**os.environ, TOKEN_ENV: read_token(port) or ""}
+    return first_query(f"sc://{LOCAL_NAME}:{port}", deadline, env)
 
 
 def _first_exception(log: Path | None) -> str | None:
@@ -368,62 +330,6 @@ def _first_exception(log: Path | None) -> str | None:
     return None
 
 
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
 def _is_server(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) Spark Connect server process; a pid reused by
-    another program does not count."""
-    ps = subprocess.run(
-        ["ps", "-ww", "-o", "stat=", "-o", "args=", "-p", str(pid)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    line = ps.stdout.strip()
-    if ps.returncode != 0 or not line:
-        return False
-    state, _, args = line.partition(" ")
-    return not state.startswith("Z") and SERVER_CLASS in args
-
-
-def exited(pid: int) -> bool:
-    """Whether every thread of ``pid`` has ended (an unreaped zombie has). The JVM's main
-    thread ends early in its shutdown, while other threads still hold the port, so on Linux
-    each thread is looked at; elsewhere ``ps`` tells."""
-    tasks = Path(f"/proc/{pid}/task")
-    if Path("/proc/self/task").is_dir():
-        try:
-            threads = list(tasks.iterdir())
-        except OSError:
-            return True
-        for thread in threads:
-            try:
-                state = (thread / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue  # the thread ended while we looked
-            if state not in ("Z", "X"):
-                return False
-        return True
-    ps = subprocess.run(
-        ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False
-    )
-    state = ps.stdout.strip()
-    return ps.returncode != 0 or not state or state.startswith("Z")
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection((HOST, port), timeout=1.0).close()
-    except OSError:
-        return False
-    return True
-
-
-def _check_port(port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise ConnectServerError(port, "a port is a number from 1 to 65535")
+    """Whether ``pid`` is a live Spark Connect server process."""
+    return runs(pid, SERVER_CLASS)

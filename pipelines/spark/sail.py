@@ -23,7 +23,6 @@ import atexit
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -35,9 +34,10 @@ from typing import IO
 
 from pipelines.errors import SailServerError, SparkUnavailableError
 from pipelines.settings import state_dir
+from pipelines.spark import servers
 from pipelines.spark._internals import SAIL_SERVER_MARK, check_sail, sail_server_command
+from pipelines.spark.servers import HOST, accepts, check_port, free_port, read_pid, runs
 
-HOST = "127.0.0.1"
 DEFAULT_PORT = 50051
 """Where ``epochgate sail start`` listens unless told (Sail's own default port)."""
 
@@ -114,7 +114,7 @@ def known_ports() -> list[int]:
 def status(port: int = DEFAULT_PORT) -> SailStatus:
     """The server on ``port``: running when its pid file names a live Sail server."""
     directory = server_dir(port)
-    pid = _read_pid(directory / PID_FILE)
+    pid = read_pid(directory / PID_FILE)
     try:
         mode = (directory / MODE_FILE).read_text().strip()
     except OSError:
@@ -152,7 +152,7 @@ def start(
     runs on it. Succeeds at once when one already runs there. Raises ``SailServerError``
     naming the log when the server exits or does not answer in ``timeout`` seconds (the
     half-started server is stopped then)."""
-    _check_port(port)
+    check_port(port, SailServerError)
     _check_mode(port, mode)
     current = status(port)
     if current.running:
@@ -162,7 +162,7 @@ def start(
     _need_sail(port)
     directory = server_dir(port)
     (directory / PID_FILE).unlink(missing_ok=True)  # a stale one, left by a server that died
-    if _accepts(port):
+    if accepts(port):
         raise SailServerError(
             port, "the port is in use by another process; pass --port to choose another"
         )
@@ -200,7 +200,7 @@ def start(
 def stop(port: int = DEFAULT_PORT, *, timeout: float = 30.0, echo: Echo = print) -> bool:
     """Stop the server on ``port``: SIGTERM, then SIGKILL after ``timeout`` seconds. Returns
     whether one was running; the pid file is gone either way."""
-    _check_port(port)
+    check_port(port, SailServerError)
     current = status(port)
     pid_file = server_dir(port) / PID_FILE
     if current.pid is None:
@@ -260,7 +260,7 @@ def _start_owned(mode: str, timeout: float, tries: int = 3) -> OwnedServer:
     logs = state_dir() / SAIL_DIR / "owned"
     logs.mkdir(parents=True, exist_ok=True)
     for attempt in range(tries):
-        port = _free_port()
+        port = free_port()
         log = logs / f"{os.getpid()}-{port}.log"
         began = time.monotonic()
         with log.open("ab") as out:
@@ -356,7 +356,7 @@ def _wait_until_serving(
     port: int, process: subprocess.Popen[bytes], log: Path, *, deadline: float
 ) -> None:
     """Return once the server accepts connections on ``port``."""
-    while not _accepts(port):
+    while not accepts(port):
         if process.poll() is not None:
             why = _last_error(log)
             reason = "the Sail server exited while starting" + (f" ({why})" if why else "")
@@ -367,74 +367,17 @@ def _wait_until_serving(
 
 
 def _first_query(port: int, deadline: float) -> str | None:
-    """Run ``spark.range(1).count()`` through a client in a child process (so this process
-    holds no session), bounded by ``deadline``; the error's last line, or ``None``."""
-    probe = (
-        "from pyspark.sql import SparkSession\n"
-        f"s = SparkSession.builder.remote('sc://{HOST}:{port}').getOrCreate()\n"
-        "assert s.range(1).count() == 1\n"
-        "s.stop()\n"
-    )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-W", "ignore", "-c", probe],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=max(deadline - time.monotonic(), 5.0),
-        )
-    except subprocess.TimeoutExpired:
-        return "no answer in time"
-    if done.returncode == 0:
-        return None
-    lines = done.stderr.strip().splitlines()
-    return lines[-1] if lines else f"exit {done.returncode}"
+    return servers.first_query(f"sc://{HOST}:{port}", deadline)
 
 
 def terminate(port: int, pid: int, *, timeout: float = 10.0, log: Path | None = None) -> str:
     """End a server process: SIGTERM, then SIGKILL. Says which one it took."""
-    for sig, wait, how in (
-        (signal.SIGTERM, timeout, "SIGTERM"),
-        (signal.SIGKILL, 10.0, "SIGKILL"),
-    ):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return how
-        except PermissionError:
-            raise SailServerError(port, f"not allowed to signal pid {pid}") from None
-        end = time.monotonic() + wait
-        while time.monotonic() < end:
-            if _ended(pid):
-                return how
-            time.sleep(0.05)
-    raise SailServerError(port, f"pid {pid} did not exit after SIGKILL", log=log)
+    return servers.terminate(port, pid, timeout=timeout, error=SailServerError, log=log)
 
 
 def is_server(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) Sail server that epochgate started; a pid reused
-    by another program does not count."""
-    ps = subprocess.run(
-        ["ps", "-ww", "-o", "stat=", "-o", "args=", "-p", str(pid)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    line = ps.stdout.strip()
-    if ps.returncode != 0 or not line:
-        return False
-    state, _, args = line.partition(" ")
-    return not state.startswith("Z") and SAIL_SERVER_MARK in args
-
-
-def _ended(pid: int) -> bool:
-    """Whether ``pid`` has ended (an unreaped zombie has)."""
-    ps = subprocess.run(
-        ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False
-    )
-    state = ps.stdout.strip()
-    return ps.returncode != 0 or not state or state.startswith("Z")
+    """Whether ``pid`` is a live Sail server that epochgate started."""
+    return runs(pid, SAIL_SERVER_MARK)
 
 
 def _last_error(log: Path) -> str | None:
@@ -450,33 +393,6 @@ def _last_error(log: Path) -> str | None:
 
 def _in_use(log: Path) -> bool:
     return "in use" in (_last_error(log) or "").lower()
-
-
-def _read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection((HOST, port), timeout=1.0).close()
-    except OSError:
-        return False
-    return True
-
-
-def _check_port(port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise SailServerError(port, "a port is a number from 1 to 65535")
 
 
 def _check_mode(port: int, mode: str) -> None:

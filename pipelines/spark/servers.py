@@ -1,0 +1,141 @@
+"""What the local servers epochgate starts (a Spark Connect server, a Sail server) have in
+common: a port on 127.0.0.1, a pid, and how they are found and stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pipelines.errors import ConnectServerError
+
+HOST = "127.0.0.1"
+
+ServerError = type[ConnectServerError]
+"""The error a server's failures raise: ``ConnectServerError`` or one of its kinds."""
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 nothing listens on now."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def accepts(port: int) -> bool:
+    """Whether something accepts connections on ``port`` of 127.0.0.1."""
+    try:
+        socket.create_connection((HOST, port), timeout=1.0).close()
+    except OSError:
+        return False
+    return True
+
+
+def check_port(port: int, error: ServerError) -> None:
+    if not 1 <= port <= 65535:
+        raise error(port, "a port is a number from 1 to 65535")
+
+
+def read_pid(path: Path) -> int | None:
+    """The pid a pid file holds; None when there is none or it holds no number."""
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def runs(pid: int, mark: str) -> bool:
+    """Whether ``pid`` is live (not a zombie) and its command line holds ``mark``: a pid reused
+    by another program does not count."""
+    ps = subprocess.run(
+        ["ps", "-ww", "-o", "stat=", "-o", "args=", "-p", str(pid)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    line = ps.stdout.strip()
+    if ps.returncode != 0 or not line:
+        return False
+    state, _, args = line.partition(" ")
+    return not state.startswith("Z") and mark in args
+
+
+def ended(pid: int) -> bool:
+    """Whether every thread of ``pid`` has ended (an unreaped zombie has). The JVM's main
+    thread ends early in its shutdown, while other threads still hold the port, so on Linux
+    each thread is looked at; elsewhere ``ps`` tells."""
+    tasks = Path(f"/proc/{pid}/task")
+    if Path("/proc/self/task").is_dir():
+        try:
+            threads = list(tasks.iterdir())
+        except OSError:
+            return True
+        for thread in threads:
+            try:
+                state = (thread / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue  # the thread ended while we looked
+            if state not in ("Z", "X"):
+                return False
+        return True
+    ps = subprocess.run(
+        ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True, check=False
+    )
+    state = ps.stdout.strip()
+    return ps.returncode != 0 or not state or state.startswith("Z")
+
+
+def first_query(url: str, deadline: float, env: dict[str, str] | None = None) -> str | None:
+    """Run ``spark.range(1).count()`` on the server at ``url`` through a client in a child
+    process (so this process holds no session; ``env`` is its environment), bounded by
+    ``deadline``; the error's last line, or ``None``."""
+    probe = (
+        "from pyspark.sql import SparkSession\n"
+        f"s = SparkSession.builder.remote({url!r}).getOrCreate()\n"
+        "assert s.range(1).count() == 1\n"
+        "s.stop()\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-W", "ignore", "-c", probe],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=max(deadline - time.monotonic(), 5.0),
+        )
+    except subprocess.TimeoutExpired:
+        return "no answer in time"
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit {done.returncode}"
+
+
+def terminate(
+    port: int, pid: int, *, timeout: float, error: ServerError, log: Path | None = None
+) -> str:
+    """End a server's process: SIGTERM, then SIGKILL after ``timeout`` seconds; says which one
+    it took."""
+    for sig, wait, how in (
+        (signal.SIGTERM, timeout, "SIGTERM"),
+        (signal.SIGKILL, 10.0, "SIGKILL"),
+    ):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return how
+        except PermissionError:
+            raise error(port, f"not allowed to signal pid {pid}") from None
+        end = time.monotonic() + wait
+        while time.monotonic() < end:
+            if ended(pid):
+                return how
+            time.sleep(0.05)
+    raise error(port, f"pid {pid} did not exit after SIGKILL", log=log)
