@@ -118,8 +118,12 @@ def _fingerprint() -> str:
 
 def _start_maker(path: Path) -> None:
     """The maker in its own session (a caller's process group never holds it), in the
-    background; it does nothing when another maker holds the lock."""
+    background; none when another maker holds the lock (each session that starts while one
+    makes it would otherwise start a maker that leaves at once)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    with path.with_suffix(".lock").open("a") as lock:
+        if not _lock(lock.fileno(), None):
+            return
     log = path.with_suffix(".log")
     with log.open("ab") as out:
         subprocess.Popen(
