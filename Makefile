@@ -32,8 +32,10 @@ system: ## Install the system packages the suite needs (Java, ps, Chromium) when
 # the suite's order (the slow ones first, longest first: tests/conftest.py), not by test count.
 TEST_WORKERS ?= 2
 
+# The suite starts hundreds of Python processes: they keep the project's compiled modules
+# (PYTHONDONTWRITEBYTECODE empty) rather than compile them again, each.
 test: $(STAMP) system ## Run the whole test suite (installs what it needs first; TEST_WORKERS=2)
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The demo's Dagster instance (DAGSTER_HOME) and its ledger and data, under the state directory.
 EPOCHGATE_HOME ?= .epochgate

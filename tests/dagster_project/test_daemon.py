@@ -43,7 +43,7 @@ from tests.environment import without_settings
 from tests.sockets import accepts, free_port
 from tests.waiting import wait_until as wait_on
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.slow(180)]
+pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.slow(130)]
 
 STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}

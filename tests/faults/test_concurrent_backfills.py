@@ -1,6 +1,7 @@
 """Eight Dagster backfills of ``bank`` at once, over overlapping epoch ranges, under the real
 daemon (``dagster dev``, the project's ``dagster.yaml``: two warm run workers, the ``spark``
-pool's limit of two), every run on one Spark Connect server, while new epochs arrive and the
+pool's limit of two), every run on one Sail server (through Spark Connect, as a Connect server
+serves them: ``test_daemon`` runs the daemon's runs on one), while new epochs arrive and the
 frontier sensor (ticking every 2 s) runs them and re-runs what the backfills' revisions made
 stale. When every backfill has ended and every stage is done at every epoch with nothing stale,
 the invariants are checked (``tests.faults.invariants``): ``ledger verify`` clean, every output
@@ -40,7 +41,8 @@ from dagster_project.partitions import epoch_key
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
 from pipelines.run.runtime import Runtime
-from pipelines.spark import connect_server
+from pipelines.spark import sail
+from pipelines.spark.servers import HOST
 from progress.ledger import Ledger
 from tests.dagster_project.dagster_dev import DagsterDev, group_members, launch, stop
 from tests.dagster_project.dagster_dev import wait_until_serving as dev_serving
@@ -64,7 +66,7 @@ pytestmark = [
     pytest.mark.faults,
     pytest.mark.dagster,
     pytest.mark.spark,
-    pytest.mark.slow(240),
+    pytest.mark.slow(120),
     pytest.mark.timeout(2400 if full() else 900),
 ]
 
@@ -202,7 +204,7 @@ STOPPED = "the services stopped"
 @dataclass
 class Backfills:
     """The campaign's world, shared by its steps: the inputs, the ledger and a runtime on it (to
-    send epochs and read outputs; it runs no stage), ``dagster dev`` and the Connect server,
+    send epochs and read outputs; it runs no stage), ``dagster dev`` and the Sail server,
     and what each step found."""
 
     form: Form
@@ -212,7 +214,7 @@ class Backfills:
     rt: Runtime
     dagster_home: Path
     dev: DagsterDev
-    connect_port: int
+    sail_port: int
     state: Path
     tally: invariants.Tally
     watch: FrontierWatch
@@ -305,7 +307,7 @@ class Backfills:
                 stop(self.dev)
             finally:
                 with in_home(self.state):
-                    connect_server.stop(self.connect_port, echo=lambda _: None)
+                    sail.stop(self.sail_port, echo=lambda _: None)
 
         self.steps.once(STOPPED, step)
 
@@ -330,15 +332,15 @@ def backfills(tmp_path_factory: pytest.TempPathFactory, recorder: Recorder) -> I
     if form.kill:
         config = dagster_home / "dagster.yaml"
         config.write_text(config.read_text() + RETRIES)
-    connect_port = free_port()
+    sail_port = free_port()
     env = without_settings("EPOCHGATE_", "DAGSTER_")
     env |= {
         "DAGSTER_HOME": str(dagster_home),
         "EPOCHGATE_HOME": str(state),
         "EPOCHGATE_SENSOR_INTERVAL": "2",
-        "EPOCHGATE_SPARK": connect_server.connect_url(connect_port),
+        "EPOCHGATE_SPARK": f"sc://{HOST}:{sail_port}",
     }
-    dev = launch(tmp_path, env)  # it starts while the Connect server does
+    dev = launch(tmp_path, env)  # it starts while the Sail server does
     world = Backfills(
         form=form,
         campaign=recorder.campaign("8 concurrent backfills under the daemon"),
@@ -347,14 +349,14 @@ def backfills(tmp_path_factory: pytest.TempPathFactory, recorder: Recorder) -> I
         rt=rt,
         dagster_home=dagster_home,
         dev=dev,
-        connect_port=connect_port,
+        sail_port=sail_port,
         state=state,
         tally=tally,
         watch=watch,
     )
     try:
-        with in_home(state):  # where the runs of dagster dev find the server's token
-            connect_server.start(connect_port, echo=lambda _: None, timeout=300)
+        with in_home(state):  # where the server's record is kept
+            sail.start(sail_port, echo=lambda _: None, timeout=300)
         dev_serving(dev, timeout=300)
         yield world
     finally:
@@ -398,7 +400,7 @@ def test_every_service_stops_and_nothing_is_left_listening(backfills: Backfills)
     dev = backfills.dev
     assert not group_members(dev.process.pid), "processes of dagster dev still running"
     assert not accepts(dev.port), f"something still listens on port {dev.port}"
-    port = backfills.connect_port
+    port = backfills.sail_port
     assert not accepts(port), f"something still listens on port {port}"
 
 

@@ -35,7 +35,7 @@ pytestmark = [
     pytest.mark.faults,
     pytest.mark.spark,
     pytest.mark.timeout(3600),
-    pytest.mark.slow(180),
+    pytest.mark.slow(120),
 ]
 
 ACCOUNTS = 8

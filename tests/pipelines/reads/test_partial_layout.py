@@ -28,7 +28,7 @@ from tests.fixtures.partials import (
     ledger_pipeline,
 )
 
-pytestmark = pytest.mark.slow(90)
+pytestmark = pytest.mark.slow(50)
 
 
 def layout_pipeline() -> Pipeline:

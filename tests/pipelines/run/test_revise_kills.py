@@ -16,7 +16,7 @@ from tests.faults import invariants
 from tests.faults.kills import run_child
 from tests.faults.scenario import Home, new_home, release_late, send_epoch
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow(210)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow(185)]
 
 ACCOUNTS = 6
 DONE = 4

@@ -22,11 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.environment import without_settings
-from tests.pipelines.spark.conformance import run_cases
+from tests.pipelines.spark.conformance import BANK_CASE, run_cases
 from tests.sockets import accepts, free_port, listening, loopback
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow(120)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow(250)]
 
 EPOCHGATE = Path(sys.executable).parent / "epochgate"
 PID_GLOB = "connect/*/pid/*.pid"
@@ -213,10 +213,11 @@ def test_bank_demo_and_the_engine_cases_run_through_a_connect_server(
         home=server.home,
         timeout=240,
     )
-    # The engine conformance cases, as on Sail: the token comes from the server's home.
+    # The engine conformance cases, as on Sail: the token comes from the server's home. The
+    # bank case's outputs are the demo's, verified above (its lookups: the upquery case).
     env = without_settings()
     env |= {"EPOCHGATE_HOME": str(server.home), "EPOCHGATE_SPARK": server.url}
-    run_cases(env, tmp_path / "cases")
+    run_cases(env, tmp_path / "cases", without=(BANK_CASE,))
 
     stopped = epochgate("spark", "stop", "--port", str(server.port), home=server.home)
     assert stopped.returncode == 0, stopped.stderr

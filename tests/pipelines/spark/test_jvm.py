@@ -75,7 +75,7 @@ def test_the_users_options_come_after_the_archive_and_their_own_setting_wins(
 
 
 @pytest.mark.spark
-@pytest.mark.slow(60)
+@pytest.mark.slow(80)
 def test_the_archive_is_made_once_in_the_background_and_a_session_maps_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -18,7 +18,7 @@ from progress.ledger import Ledger
 from tests.progress.ledger.scenario import bank_graph
 from tests.progress.ledger.worker import batch
 
-pytestmark = [pytest.mark.ledger, pytest.mark.slow(110)]
+pytestmark = [pytest.mark.ledger, pytest.mark.slow(90)]
 
 REPO = Path(__file__).resolve().parents[3]
 
