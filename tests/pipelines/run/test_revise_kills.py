@@ -5,6 +5,7 @@ raised "stage 'balances' epoch 1 is still stale after it was revised")."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from progress.faults import FaultPoint
+from progress.ledger import release_all
 from tests.faults import invariants
 from tests.faults.kills import run_child
 from tests.faults.scenario import Home, new_home, release_late, send_epoch
@@ -21,6 +23,27 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow(185
 ACCOUNTS = 6
 DONE = 4
 """Epochs run before the kill."""
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> tuple[Path, Path]:
+    """Where ``done_home`` was made once for the module, and a copy of it as it was then."""
+    root = tmp_path_factory.mktemp("revise_kills")
+    done_home(root / "home", spark)
+    release_all()  # the ledger and state files it keeps attached, let go before the copy
+    shutil.copytree(root / "home", root / "made", symlinks=True)
+    return root / "home", root / "made"
+
+
+@pytest.fixture
+def home(done: tuple[Path, Path]) -> Home:
+    """``done_home`` as it was made, at the path it was made at (the ledger names its files by
+    their paths), whatever the test before did to it."""
+    where, made = done
+    release_all()  # what the test before kept attached, let go before its files are removed
+    shutil.rmtree(where)
+    shutil.copytree(made, where, symlinks=True)
+    return Home(where)
 
 
 def done_home(root: Path, spark: SparkSession) -> Home:
@@ -39,9 +62,8 @@ def done_home(root: Path, spark: SparkSession) -> Home:
 
 
 def test_a_backfill_above_a_stateful_stage_revises_each_of_its_epochs_once(
-    tmp_path: Path, spark: SparkSession
+    home: Home, spark: SparkSession
 ) -> None:
-    home = done_home(tmp_path / "home", spark)
     rt = home.runtime(spark)
     results = rt.backfill("valid_wires", list(range(DONE)))
     revised = Counter(r.stage for r in results)
@@ -53,9 +75,8 @@ def test_a_backfill_above_a_stateful_stage_revises_each_of_its_epochs_once(
 
 
 def test_a_backfill_killed_between_the_two_commits_of_a_stateful_revision_recovers(
-    tmp_path: Path, spark: SparkSession
+    home: Home, spark: SparkSession
 ) -> None:
-    home = done_home(tmp_path / "home", spark)
     rt = home.runtime(spark)
     point = FaultPoint.BEFORE_PUBLISH.value
     # Its second commit: balances epoch 1 is in the ledger, its state rows are staged only.
@@ -80,9 +101,8 @@ def test_a_backfill_killed_between_the_two_commits_of_a_stateful_revision_recove
 
 
 def test_a_stateful_revision_killed_before_an_epoch_is_finished_by_the_next_run(
-    tmp_path: Path, spark: SparkSession
+    home: Home, spark: SparkSession
 ) -> None:
-    home = done_home(tmp_path / "home", spark)
     rt = home.runtime(spark)
     point = FaultPoint.ATTEMPT_WRITTEN.value
     # Epoch 1 is revised, epoch 2's attempt is written but not committed: the state is epoch 1's.
