@@ -47,6 +47,7 @@ from pipelines.run.runtime import Runtime
 from pipelines.settings import HOME_ENV
 from pipelines.spark import connect_server, sail
 from pipelines.spark.connect_token import TOKEN_ENV, read_token
+from pipelines.spark.engine import SAIL, engine_of
 from pipelines.spark.session import SAIL_ENGINES, connect_address, spark_session
 from progress.ledger import Ledger
 
@@ -325,9 +326,15 @@ def run(
     lines.append(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} cores")
     print("\n".join(lines), flush=True)
     if results is not None:
+        on_sail = engine_of(spark) is SAIL  # each engine's figures in a section of their own
+        title = (
+            "on Sail (`bench_dagster.py --part c --spark sail`)"
+            if on_sail
+            else "(`bench_dagster.py --part c`)"
+        )
         body = "\n".join(
             [
-                "## The daemon path (`bench_dagster.py --part c`)",
+                f"## The daemon path {title}",
                 "",
                 *about_this_run(),
                 "",
@@ -336,7 +343,7 @@ def run(
                 "```",
             ]
         )
-        write_section(results, "bench_dagster", body)
+        write_section(results, "bench_dagster_sail" if on_sail else "bench_dagster", body)
     return met
 
 

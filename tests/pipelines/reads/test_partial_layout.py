@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
@@ -110,9 +111,15 @@ def test_messages_partial_stages_read_are_sorted_and_upqueries_of_many_keys_are_
         assert doubled.path is not None
         sorted_in_row_groups(Path(doubled.path), "account")  # written by Spark, sorted
     con = duckdb.connect()
-    con.execute("CREATE TABLE raw (epoch BIGINT, account BIGINT, amount BIGINT)")
-    for epoch, moved in epochs.items():
-        con.executemany("INSERT INTO raw VALUES (?, ?, ?)", [(epoch, a, m) for a, _, m in moved])
+    sent_rows = pa.table(
+        {
+            "epoch": [epoch for epoch, moved in epochs.items() for _ in moved],
+            "account": [a for moved in epochs.values() for a, _, _ in moved],
+            "amount": [m for moved in epochs.values() for _, _, m in moved],
+        }
+    )
+    con.register("sent_rows", sent_rows)
+    con.execute("CREATE TABLE raw AS SELECT * FROM sent_rows")
     keys = [*rnd.sample(range(5_000), 40), 9_999]  # more than Spark's 10 pushed as values
     before = spark.conf.get("spark.sql.parquet.pushdown.inFilterThreshold", None)
     for stage, times in (("totals", 1), ("doubled_totals", 2)):
