@@ -56,7 +56,9 @@ def test_the_daemon_part_on_sail_prints_the_direct_and_daemon_times_and_the_goal
     for part in ("sensor (last advance", "in the run queue until launched", "the later stages"):
         assert part in out, f"{part!r} not in the breakdown:\n{out}"
     written = results.read_text()
-    assert "<!-- bench_dagster:start -->" in written
+    assert "<!-- bench_dagster_sail:start -->" in written  # beside the Connect server's section
+    assert "<!-- bench_dagster:start -->" not in written
+    assert "## The daemon path on Sail (`bench_dagster.py --part c --spark sail`)" in written
     assert daemon in written
 
 
