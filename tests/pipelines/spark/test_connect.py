@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.spark.servers import ended
 from tests.environment import without_settings
 from tests.pipelines.spark.conformance import BANK_CASE, run_cases
 from tests.sockets import accepts, free_port, listening, loopback
@@ -62,20 +63,8 @@ def epochgate(*args: str, home: Path, timeout: float = 60.0) -> subprocess.Compl
 
 
 def alive(pid: int) -> bool:
-    """Whether any thread of ``pid`` still runs (the JVM's main thread ends first when it
-    shuts down; an unreaped zombie has ended)."""
-    try:
-        threads = list(Path(f"/proc/{pid}/task").iterdir())
-    except FileNotFoundError:
-        return False
-    for thread in threads:
-        try:
-            state = (thread / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in ("Z", "X"):
-            return True
-    return False
+    """Whether a thread of ``pid`` still runs (the servers' own rule: ``servers.ended``)."""
+    return not ended(pid)
 
 
 def kill_leftovers(home: Path) -> None:

@@ -20,6 +20,7 @@ import pytest
 
 from pipelines.errors import SparkUnavailableError
 from pipelines.spark.sail import MODES, SAIL_URLS
+from pipelines.spark.servers import ended
 from pipelines.spark.session import SAIL_ENGINES, spark_session
 from tests.environment import without_settings
 from tests.pipelines.spark.conformance import run_cases
@@ -54,11 +55,8 @@ def epochgate(*args: str, home: Path, timeout: float = 60.0) -> subprocess.Compl
 
 
 def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    """Whether a thread of ``pid`` still runs (the servers' own rule: ``servers.ended``)."""
+    return not ended(pid)
 
 
 @pytest.fixture
