@@ -64,6 +64,7 @@ __all__ = [
     "InputChangedError",
     "InvalidEpochError",
     "StageNotReadyError",
+    "EpochNotCompleteError",
     "ReadPendingError",
     "StateReadError",
     "StageFailedError",
@@ -252,6 +253,18 @@ class StageNotReadyError(PipelineError):
         self.holds = tuple(dict.fromkeys(holds))  # one per holder, not per input port
         why = "; ".join(self.holds) or "its input is not complete"
         super().__init__(f"stage {stage!r} is not ready for epoch {epoch}: {why}")
+
+
+class EpochNotCompleteError(PipelineError):
+    """A read of a stage's output at an epoch that is not final: more data can still arrive
+    there, or a re-run is pending for it. ``blockers`` are the sentences ``status`` and
+    ``blockers`` give ("source orders, worker 1, still holds epoch 3")."""
+
+    def __init__(self, stage: str, epoch: object, blockers: Sequence[str]) -> None:
+        self.stage = stage
+        self.epoch = epoch
+        self.blockers = tuple(dict.fromkeys(blockers))
+        super().__init__(f"stage {stage!r} epoch {epoch} is not final: {'; '.join(self.blockers)}")
 
 
 class ReadPendingError(StageNotReadyError):

@@ -71,6 +71,15 @@ def ready_not_run(stage: str, time: Time) -> str:
     return f"{stage} is ready for {describe_time(time)} and has not run it yet"
 
 
+def stale_output(stage: str, time: Time) -> str:
+    """A stage's output at ``time`` that must be computed again: what it read was revised.
+
+    >>> stale_output("valid", 3)
+    'stage valid epoch 3 is stale: its input was corrected'
+    """
+    return f"stage {stage} {describe_time(time)} is stale: its input was corrected"
+
+
 def read_recorded(stage: str, time: Time) -> str:
     """A read that waits for ``time`` was recorded as a pending upquery.
 

@@ -35,6 +35,7 @@ from pipelines.errors import (
     StageFailedError,
     StageNotReadyError,
 )
+from pipelines.reads import final
 from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.reads.pending import PendingReads
 from pipelines.results import RunResult, RunStatus
@@ -334,6 +335,10 @@ class Runtime:
         return batch
 
     @cached_property
+    def _finality(self) -> final.Finality:
+        return final.Finality(self.pipeline.stages, self._above, self.ledger, self.pipeline.name)
+
+    @cached_property
     def _above(self) -> dict[str, frozenset[str]]:
         """``pipelines.run.revisions.above`` of every stage."""
         return {name: above(self.pipeline.stages, name) for name in self.pipeline.stages}
@@ -544,16 +549,27 @@ class Runtime:
 
     # -- outputs -------------------------------------------------------------------------------
 
-    def read(self, stage: str, epoch: Time) -> DataFrame:
-        """The committed output of ``stage`` at ``epoch`` as a stage reading it then sees it
-        (all current messages at ``epoch``; a dimension source's table as of ``epoch``)."""
+    def read(
+        self, stage: str, epoch: Time, *, complete: bool = True, wait: float | bool = False
+    ) -> DataFrame:
+        """The output of ``stage`` at ``epoch`` as a stage reading it then sees it (all current
+        messages at ``epoch``; a dimension source's table as of ``epoch``), once it is final
+        (``pipelines.reads.final``): else ``EpochNotCompleteError`` names what holds it.
+        ``wait``: seconds to wait for other processes to make it final first. ``complete=False``
+        reads whatever is committed now, final or not. A final epoch without rows is an empty
+        frame with the stage's columns."""
         self.pipeline.stage(stage)  # an unknown name is refused before it names a path
         stage_epoch(stage, epoch)
+        if complete:
+            self._finality.wait(stage, epoch, final.wait_seconds(wait))
+        return self._read(stage, epoch)
+
+    def _read(self, stage: str, epoch: Time) -> DataFrame:
         found = derivation(self.pipeline.stages, stage)
         if found.build is not None:  # not materialized: computed as its readers compute it
             if not messages_read(self.pipeline, self.ledger, stage, epoch):
                 raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
-            return found.apply([self.read(b, epoch) for b in found.bases], epoch)
+            return found.apply([self._read(b, epoch) for b in found.bases], epoch)
         messages = messages_read(self.pipeline, self.ledger, stage, epoch)
         paths = [m.path for m in messages if m.path]
         if paths:

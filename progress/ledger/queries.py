@@ -26,7 +26,7 @@ from progress.ledger.schema import location_from_columns
 from progress.ledger.sessions import Session
 from progress.location import Source, Target
 from progress.run_status import RunStatus
-from progress.timestamp import Time, time_from_columns, time_to_columns
+from progress.timestamp import Time, less_equal, time_from_columns, time_to_columns
 from progress.tracker import Blocker, Tracker
 
 MESSAGE_COLUMNS = "stage, port, t0, t1, attempt, path, rows, bytes, batch_id, current"
@@ -65,19 +65,7 @@ def holds(s: Session, pipeline: str, tracker: Tracker, stage: str, time: Time) -
     for b in tracker.blockers(stage, time):
         node = b.location.node
         if isinstance(b.location, Source) and not graph.node(node).inputs:
-            t0, t1 = time_to_columns(b.time)
-            workers = [
-                r[0]
-                for r in s.rows(
-                    "SELECT worker FROM capabilities "
-                    "WHERE pipeline = ? AND node = ? AND t0 = ? AND t1 = ? ORDER BY worker",
-                    [pipeline, node, t0, t1],
-                )
-            ]
-            for w in workers:
-                out.append(Hold(b, sentences.source_holds(node, [w], b.time), (w,)))
-            if not workers:
-                out.append(Hold(b, sentences.source_count_holds(node, b.count, b.time)))
+            out += _source_holds(s, pipeline, b)
         elif isinstance(b.location, Target):
             waiting.setdefault((node, b.time), []).append(b)
         else:
@@ -90,6 +78,37 @@ def holds(s: Session, pipeline: str, tracker: Tracker, stage: str, time: Time) -
             text = sentences.stage_not_run(node, t, count)
         out.append(Hold(found[0], text))
     return out
+
+
+def _source_holds(s: Session, pipeline: str, b: Blocker) -> list[Hold]:
+    """One hold per input worker of a source whose capability is the blocker ``b``."""
+    node = b.location.node
+    t0, t1 = time_to_columns(b.time)
+    workers = [
+        r[0]
+        for r in s.rows(
+            "SELECT worker FROM capabilities "
+            "WHERE pipeline = ? AND node = ? AND t0 = ? AND t1 = ? ORDER BY worker",
+            [pipeline, node, t0, t1],
+        )
+    ]
+    if not workers:
+        return [Hold(b, sentences.source_count_holds(node, b.count, b.time))]
+    return [Hold(b, sentences.source_holds(node, [w], b.time), (w,)) for w in workers]
+
+
+def source_output_holds(
+    s: Session, pipeline: str, tracker: Tracker, source: str, time: Time
+) -> list[Hold]:
+    """The input workers of ``source`` that can still send at ``time`` or earlier: their
+    capabilities keep its output there from being final."""
+    at = Source(source, 0)
+    return [
+        hold
+        for location, t, count in tracker.pointstamps()
+        if location == at and less_equal(t, time)
+        for hold in _source_holds(s, pipeline, Blocker(at, t, count, Target(source, 0), t))
+    ]
 
 
 def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> list[MessageRecord]:

@@ -407,6 +407,14 @@ class Ledger:
             snapshot = tracker if tracker is not None else queries.tracker(s, pipeline)
             return queries.holds(s, pipeline, snapshot, stage, time)
 
+    def source_holds(
+        self, pipeline: str, source: str, time: Time, *, tracker: Tracker | None = None
+    ) -> list[Hold]:
+        """The input workers of ``source`` that can still send at ``time`` or earlier."""
+        with self._sessions.session() as s:
+            snapshot = tracker if tracker is not None else queries.tracker(s, pipeline)
+            return queries.source_output_holds(s, pipeline, snapshot, source, time)
+
     def message(self, pipeline: str, stage: str, port: int, time: Time) -> list[MessageRecord]:
         """The current messages committed at ``(stage, port, time)``."""
         with self._sessions.session() as s:
