@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pipelines.errors import EpochgateError, PipelineDefinitionError, PipelineError
 from pipelines.reads.lookup import Lookup, StateInfo
+from pipelines.reads.subscription import Completed
 from pipelines.results import RunResult, RunStatus
 from pipelines.run.runtime import Runtime
 from pipelines.spark.session import spark_session
@@ -38,6 +39,7 @@ __all__ = [
     "RunStatus",
     "Lookup",
     "StateInfo",
+    "Completed",
     # the roots of every error (each one is in pipelines.errors)
     "EpochgateError",
     "PipelineError",

@@ -16,6 +16,7 @@ from pipelines.cli import (
     inputs,
     keyed,
     ledger,
+    outputs,
     replay,
     runs,
     sail,
@@ -26,7 +27,7 @@ from pipelines.cli.options import Handler
 from pipelines.settings import Settings
 from progress import EpochgateError
 
-GROUPS = (init, check, inputs, runs, ledger, keyed, capture, replay, demo, spark, sail)
+GROUPS = (init, check, inputs, runs, outputs, ledger, keyed, capture, replay, demo, spark, sail)
 """The command groups, in the order ``epochgate --help`` lists their commands."""
 
 

@@ -50,6 +50,19 @@ class Finality:
             if self._changes((name, at), stage, epoch)
         ]
 
+    def closed(self, stage: str) -> bool:
+        """Whether every epoch of ``stage``'s output is final but for re-runs: the frontier
+        at its output is empty (every input worker above it has closed)."""
+        return self.ledger.tracker(self.pipeline).frontier(Source(stage, 0)).is_empty()
+
+    def stale_above(self, stage: str) -> list[tuple[str, Time]]:
+        """The stale outputs of ``stage`` and of the stages above it: re-runs still to come."""
+        return [
+            (name, at)
+            for name, at in self.ledger.stale(self.pipeline)
+            if name == stage or name in self.above[stage]
+        ]
+
     def wait(self, stage: str, epoch: Time, seconds: float) -> None:
         """Return once ``stage`` at ``epoch`` is final, asking the ledger again every
         ``POLL_SECONDS`` for up to ``seconds`` (its progress may come from other processes);

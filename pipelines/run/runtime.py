@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,7 @@ from pipelines.errors import (
 from pipelines.reads import final
 from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.reads.pending import PendingReads
+from pipelines.reads.subscription import Completed, follow
 from pipelines.results import RunResult, RunStatus
 from pipelines.run.ephemeral import derivation
 from pipelines.run.epochs import stage_epoch
@@ -563,6 +564,17 @@ class Runtime:
         if complete:
             self._finality.wait(stage, epoch, final.wait_seconds(wait))
         return self._read(stage, epoch)
+
+    def subscribe(
+        self, stage: str, *, from_epoch: int = 0, poll: float = 1.0, timeout: float | None = None
+    ) -> Iterator[Completed]:
+        """``stage``'s epochs from ``from_epoch`` on, each once it is final and again when a
+        revision replaces it, until every input closed or ``timeout`` seconds pass without one
+        (``pipelines.reads.subscription``)."""
+        self.pipeline.stage(stage)
+        stage_epoch(stage, from_epoch)
+        finality, read = self._finality, partial(self._read, stage)
+        return follow(finality, stage, read, from_epoch=from_epoch, poll=poll, timeout=timeout)
 
     def _read(self, stage: str, epoch: Time) -> DataFrame:
         found = derivation(self.pipeline.stages, stage)
