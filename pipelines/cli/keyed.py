@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pipelines.cli.context import chosen, registering, runtime
 from pipelines.cli.options import JSON, Commands, command, engine, non_negative, seconds
 from pipelines.errors import StateReadError
-from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo
+from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo, declared_key_types
 from pipelines.stages.families import followers
 from pipelines.stages.kinds import KeyedStage
 
@@ -51,16 +51,7 @@ def key_types(rt: Runtime, spec: KeyedStage) -> list[DataType]:
     """The types of ``spec``'s key columns: declared by the stage or, up its first inputs,
     by the nearest stage that declares the column; else the columns Spark finds for its
     input."""
-    found: dict[str, DataType] = {}
-    stage = rt.pipeline.stage(spec.name)
-    while len(found) < len(spec.key):
-        schema = stage.schema
-        if schema is not None:
-            names = schema.fieldNames()
-            found.update({c: schema[c].dataType for c in spec.key if c in names and c not in found})
-        if not stage.inputs:
-            break
-        stage = rt.pipeline.stage(stage.inputs[0])
+    found = declared_key_types(rt.pipeline.stages, spec)
     if len(found) < len(spec.key):
         schema = rt.executor.schema_of(spec.inputs[0])
         if schema is not None:

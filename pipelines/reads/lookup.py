@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from pipelines.reads.upquery import Host, Upquery
 from pipelines.run.carry import committed_in
 from pipelines.run.epochs import epoch_problem
 from pipelines.stages.families import chain, followers
-from pipelines.stages.kinds import KeyedStage
+from pipelines.stages.kinds import KeyedStage, Stage
 from progress.sentences import ready_not_run
 from state_store import Key, PartialKeys, StateCounts
 
@@ -90,6 +90,23 @@ def _accepts(data_type: DataType, value: object) -> bool:
     return True
 
 
+def declared_key_types(stages: Mapping[str, Stage], spec: KeyedStage) -> dict[str, DataType]:
+    """The types of ``spec``'s key columns that a schema declares: the stage's own, else, up
+    its first inputs, the nearest stage whose declared schema has the column (the stages
+    between carry the key). A column no declaration types is left out."""
+    found: dict[str, DataType] = {}
+    stage: Stage = spec
+    while len(found) < len(spec.key):
+        schema = stage.schema
+        if schema is not None:
+            names = schema.fieldNames()
+            found.update({c: schema[c].dataType for c in spec.key if c in names and c not in found})
+        if not stage.inputs:
+            break
+        stage = stages[stage.inputs[0]]
+    return found
+
+
 class KeyedReads:
     """``lookup``, ``evict`` and ``state_info`` for one runtime (see the module docs)."""
 
@@ -114,8 +131,7 @@ class KeyedReads:
         """``keys`` as tuples in key-column order, each checked against the key's types."""
         if isinstance(keys, str | bytes) or not isinstance(keys, Sequence):
             raise StateReadError(spec.name, f"keys must be a list of keys: {keys!r}")
-        upstream = self.rt.pipeline.stage(spec.inputs[0])
-        schema = spec.schema or upstream.schema  # declared types only: a hit starts no Spark
+        types = declared_key_types(self.rt.pipeline.stages, spec)  # a hit starts no Spark
         out: list[Key] = []
         for given in keys:
             key = (given,) if len(spec.key) == 1 else given
@@ -129,15 +145,13 @@ class KeyedReads:
             for column, value in zip(spec.key, key, strict=True):
                 if value is None:
                     raise StateReadError(spec.name, f"key column {column!r} is null", key=given)
-                if schema is not None and column in schema.fieldNames():
-                    data_type = schema[column].dataType
-                    if not _accepts(data_type, value):
-                        raise StateReadError(
-                            spec.name,
-                            f"key column {column!r} is {data_type.simpleString()}: "
-                            f"{value!r} is not",
-                            key=given,
-                        )
+                data_type = types.get(column)
+                if data_type is not None and not _accepts(data_type, value):
+                    raise StateReadError(
+                        spec.name,
+                        f"key column {column!r} is {data_type.simpleString()}: {value!r} is not",
+                        key=given,
+                    )
             if key not in out:
                 out.append(key)
         return out

@@ -12,12 +12,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
 from pipelines.errors import StateReadError
 from pipelines.run.runtime import Runtime
-from pipelines.testing import rows_of
+from pipelines.stages.pipeline import Pipeline
+from pipelines.testing import rows_of, send_epochs, throwaway_runtime
 from progress.ledger import Ledger
 from tests.fixtures.partials import Oracle, Raw, ledger_pipeline, writes
 
@@ -136,3 +139,28 @@ def test_an_evicted_key_reads_the_same_and_refills_with_what_it_missed(
     for stage, expected in KINDS:
         read = rt.lookup(stage, [1, 2])
         assert (read.hits, read.rows) == ([1, 2], expected(oracle)(4, [1, 2])), stage
+
+
+def test_a_key_of_the_wrong_type_is_refused_through_a_transform_naming_the_key_asked_for(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """The key's type is the nearest declared one up the chain (here the source's, above a
+    transform), checked before the state store is asked."""
+    moves = T.StructType(
+        [T.StructField("account", T.LongType()), T.StructField("amount", T.LongType())]
+    )
+    p = Pipeline("wrong_type")
+    kept = p.transform("kept", p.source("moves", schema=moves), fn=lambda df: df)
+    p.aggregate("totals", kept, key=["account"], aggs={"total": ("sum", "amount")})
+    with throwaway_runtime(p, spark, home=tmp_path) as rt:
+        send_epochs(rt, "moves", {0: [(1, 5), (1, 2), (2, 4)]}, close=True)
+        rt.run()
+        with pytest.raises(StateReadError) as raised:
+            rt.lookup("totals", ["a"])
+        assert str(raised.value).endswith("key column 'account' is bigint: 'a' is not")
+        assert raised.value.key == "a"
+        (total,) = duckdb.sql(  # the oracle, over the rows sent
+            "SELECT sum(amount) FROM (VALUES (1, 5), (1, 2), (2, 4)) t(account, amount) "
+            "WHERE account = 1"
+        ).fetchall()
+        assert [r["total"] for r in rt.lookup("totals", [1]).rows] == [total[0]]
