@@ -41,10 +41,12 @@ def rows_and_columns(df: DataFrame, limit: int | None) -> tuple[list[str], list[
     return list(df.columns), [tuple(row) for row in taken.collect()]
 
 
-def write_table(out: IO[str], columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
+def write_table(
+    out: IO[str], columns: Sequence[str], rows: Sequence[tuple[Any, ...]], indent: str = ""
+) -> None:
     cells = [[shown(value) for value in row] for row in rows]
     for line in table(columns, cells):
-        out.write(line + "\n")
+        out.write(indent + line + "\n")
 
 
 def write_csv(out: IO[str], columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> None:
@@ -104,8 +106,9 @@ def cmd_tail(args: argparse.Namespace) -> int:
         columns, rows = rows_and_columns(done.frame, None)
         again = ", revised" if done.revision else ""
         print(f"{args.stage} epoch {done.epoch} (final{again}): {len(rows)} row(s)", flush=True)
-        for line in table(columns, [[shown(v) for v in row] for row in rows]) if rows else []:
-            print("  " + line, flush=True)
+        if rows:
+            write_table(sys.stdout, columns, rows, indent="  ")
+        sys.stdout.flush()
     return 0
 
 
