@@ -34,8 +34,16 @@ from dagster_project.annotations import resolved
 from dagster_project.checks import check_spec, check_stage
 from dagster_project.columns import spark_table_schema
 from dagster_project.delays import delay_notes, delayed_inputs
+from dagster_project.expectations import check_results, expectation_specs
 from dagster_project.metadata import input_frontiers, materialized, state_metadata
-from dagster_project.names import BACKFILL_TAG, EPOCH_TAG, assets_name, key_stage, stage_key
+from dagster_project.names import (
+    BACKFILL_TAG,
+    EPOCH_TAG,
+    LEDGER_CHECK,
+    assets_name,
+    key_stage,
+    stage_key,
+)
 from dagster_project.partitions import epoch_key, epoch_partitions, key_epoch
 from dagster_project.resources import (
     LedgerResource,
@@ -160,7 +168,7 @@ def stage_assets(pipeline: Pipeline) -> dg.AssetsDefinition:
     return dg.multi_asset(
         name=assets_name(pipeline.name),
         specs=stage_specs(pipeline),
-        check_specs=[check_spec(pipeline.name, s) for s in stages],
+        check_specs=[check_spec(pipeline.name, s) for s in stages] + expectation_specs(pipeline),
         can_subset=True,
         partitions_def=epoch_partitions(pipeline.name),
         pool=POOL,
@@ -192,7 +200,10 @@ class StageRun:
         self.stages = sorted(
             (key_stage(p, k) for k in context.selected_asset_keys), key=lambda s: (order[s], s)
         )
-        checked = {key_stage(p, k.asset_key) for k in context.selected_asset_check_keys}
+        self.selected_checks = frozenset(context.selected_asset_check_keys)
+        checked = {
+            key_stage(p, k.asset_key) for k in self.selected_checks if k.name == LEDGER_CHECK
+        }
         self.checked = sorted(checked, key=lambda s: (order[s], s))
 
     def events(self) -> Iterator[Event]:
@@ -208,8 +219,10 @@ class StageRun:
                     events = list(self._materialize(runtime, stage))
                 except dg.Failure as err:
                     failure = err
+                    yield from self._expected(runtime, stage)  # a fail expectation stopped it?
                     break
                 yield from events
+                yield from self._expected(runtime, stage)
                 done.append(stage)
         alone = [s for s in self.checked if s not in self.stages]
         to_check = [s for s in self.checked if s in done] + alone
@@ -220,6 +233,13 @@ class StageRun:
                 yield found.result(self.pipeline.name)
         if failure is not None:
             raise failure
+
+    def _expected(self, runtime: Runtime, stage: str) -> list[dg.AssetCheckResult]:
+        """The results of the stage's expectations at this epoch (its last attempt's)."""
+        if not self.pipeline.expectations(stage):
+            return []
+        found = runtime.expectations(stage, self.epoch)
+        return check_results(self.pipeline, stage, found, self.selected_checks)
 
     def _runtime(self) -> Runtime:
         """The run's runtime, with every committed sink epoch published first (a run killed

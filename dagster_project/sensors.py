@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from dagster_project.annotations import resolved
+from dagster_project.expectations import check_keys
 from dagster_project.in_flight import in_flight_stages
 from dagster_project.names import (
     EPOCH_TAG,
     PIPELINE_TAG,
     STAGES_TAG,
-    check_key,
     sensor_name,
     stage_key,
 )
@@ -64,6 +64,8 @@ class EpochWork:
     stages: tuple[str, ...]
     digest: str
     """A digest of the current input messages of these stages at the epoch."""
+    checks: tuple[dg.AssetCheckKey, ...] = ()
+    """The checks of these stages' assets (``dagster_project.expectations.check_keys``)."""
 
     @property
     def run_key(self) -> str:
@@ -75,7 +77,7 @@ class EpochWork:
             run_key=self.run_key,
             partition_key=epoch_key(self.epoch),
             asset_selection=[stage_key(self.pipeline, s) for s in self.stages],
-            asset_check_keys=[check_key(self.pipeline, s) for s in self.stages],
+            asset_check_keys=list(self.checks),
             tags={
                 PIPELINE_TAG: self.pipeline,
                 EPOCH_TAG: str(self.epoch),
@@ -156,12 +158,19 @@ def read_tick(
                     texts.append(text)
     return Tick(
         p,
-        tuple(EpochWork(p, t, stages, digests[t]) for t, stages in sorted(work.items())),
+        tuple(
+            EpochWork(p, t, stages, digests[t], _checks(pipeline, stages))
+            for t, stages in sorted(work.items())
+        ),
         tuple(sorted(epochs)),
         tuple((t, tuple(sorted(texts, key=_sources_first))) for t, texts in sorted(held.items())),
         {t: tuple(sorted(s)) for t, s in in_flight.items() if s},
         _open_inputs(statuses),
     )
+
+
+def _checks(pipeline: Pipeline, stages: Sequence[str]) -> tuple[dg.AssetCheckKey, ...]:
+    return tuple(key for stage in stages for key in check_keys(pipeline, stage))
 
 
 def close_hint(pipeline: Pipeline, hold: Hold) -> str:

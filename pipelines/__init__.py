@@ -13,6 +13,7 @@ from pipelines.errors import EpochgateError, PipelineDefinitionError, PipelineEr
 from pipelines.reads.lookup import Lookup, StateInfo
 from pipelines.reads.subscription import Completed
 from pipelines.results import RunResult, RunStatus
+from pipelines.run.expectations import ExpectationResult
 from pipelines.run.runtime import Runtime
 from pipelines.spark.session import spark_session
 from pipelines.stages.clock import AfterEpochEnd, CloseRule, DoneMarkers, EpochClock, Explicit
@@ -40,6 +41,7 @@ __all__ = [
     "Lookup",
     "StateInfo",
     "Completed",
+    "ExpectationResult",
     # the roots of every error (each one is in pipelines.errors)
     "EpochgateError",
     "PipelineError",

@@ -129,3 +129,21 @@ def worker_problem(worker: object, workers: int) -> str | None:
     if type(worker) is int and 0 <= worker < workers:
         return None
     return f"there is no worker {worker!r} (workers: 0 .. {workers - 1})"
+
+
+def expectation_failed(expectation: str, failing: int, checked: int) -> str:
+    """Why a ``fail`` expectation stopped a run or a send.
+
+    >>> expectation_failed("region_known", 12, 20000)
+    'expectation region_known failed on 12 of 20,000 rows'
+    """
+    return f"expectation {expectation} failed on {failing:,} of {checked:,} rows"
+
+
+def failed_run(stage: str, epoch: Time, cause: str) -> str:
+    """The last run of ``stage`` at ``epoch`` failed, and no run has succeeded since.
+
+    >>> failed_run("by_region", 4, "expectation region_known failed on 12 of 20,000 rows")
+    'stage by_region epoch 4 failed: expectation region_known failed on 12 of 20,000 rows'
+    """
+    return f"stage {stage} {describe_time(epoch)} failed: {cause}"

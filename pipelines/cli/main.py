@@ -12,6 +12,7 @@ from pipelines.cli import (
     capture,
     check,
     demo,
+    expectations,
     init,
     inputs,
     keyed,
@@ -27,7 +28,21 @@ from pipelines.cli.options import Handler
 from pipelines.settings import Settings
 from progress import EpochgateError
 
-GROUPS = (init, check, inputs, runs, outputs, ledger, keyed, capture, replay, demo, spark, sail)
+GROUPS = (
+    init,
+    check,
+    inputs,
+    runs,
+    outputs,
+    expectations,
+    ledger,
+    keyed,
+    capture,
+    replay,
+    demo,
+    spark,
+    sail,
+)
 """The command groups, in the order ``epochgate --help`` lists their commands."""
 
 

@@ -84,7 +84,13 @@ def cmd_read(args: argparse.Namespace) -> int:
         raise UsageError("--format parquet writes a file: give it with --out PATH")
     rt = bound(args)
     try:
-        df = rt.read(args.stage, args.epoch, complete=not args.not_final, wait=args.wait)
+        df = rt.read(
+            args.stage,
+            args.epoch,
+            complete=not args.not_final,
+            wait=args.wait,
+            quarantine=args.quarantine,
+        )
     except EpochNotCompleteError as err:
         print(f"epochgate: {err}", file=sys.stderr)
         return NOT_FINAL
@@ -138,6 +144,11 @@ def add_commands(commands: Commands) -> None:
         "--not-final",
         action="store_true",
         help="print what is committed now, final or not (for debugging)",
+    )
+    read.add_argument(
+        "--quarantine",
+        action="store_true",
+        help="print the rows the stage's drop expectations removed from the epoch instead",
     )
     read.add_argument("--format", choices=FORMATS, default="table", help="(default: table)")
     read.add_argument("--out", type=Path, metavar="PATH", help="write to this file")

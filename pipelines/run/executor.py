@@ -28,7 +28,9 @@ from pipelines.errors import (
     first_line,
 )
 from pipelines.results import RunResult, RunStatus
+from pipelines.run import expectations
 from pipelines.run.ephemeral import derivation
+from pipelines.run.expectations import ExpectationFailed
 from pipelines.run.iteration import RoundCallback
 from pipelines.run.kinds import messages_read, run_of
 from pipelines.run.layout import sort_key
@@ -41,7 +43,7 @@ from pipelines.stages.kinds import Stage
 from progress import Time, Tracker, Update, disk, faults
 from progress.errors import LedgerStorageError
 from progress.faults import FaultPoint
-from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, RunKind
+from progress.ledger import CheckEntry, Ledger, MessageEntry, MessageRef, Origin, RunKind
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -82,6 +84,8 @@ class Worked:
 
     run: Admitted
     produced: Produced
+    checked: tuple[CheckEntry, ...] = ()
+    """The results of the stage's expectations, recorded with the commit."""
 
 
 class Executor:
@@ -195,6 +199,7 @@ class Executor:
             below=tuple(followers(self.pipeline.stages, stage.name)) if stage.partial else (),
             sort_key=sort_key(self.pipeline.stages, stage.name),
             carried=tuple(run_of(stage).carried(stage, self.ledger, p, epoch)),
+            expectations=self.pipeline.expectations(stage.name),
         )
         return Admitted(stage, epoch, batch, revision, run_id, work, started)
 
@@ -233,12 +238,27 @@ class Executor:
 
     def work(self, run: Admitted) -> Worked:
         """The Spark work of a run, holding no ledger lock (see the module docs)."""
+        checked: list[CheckEntry] = []
         try:
             produced = run_of(run.stage).compute(run.stage, run.work)
+            checked = self._check(run, produced)
         except Exception as err:
             found = disk.failure(err)
+            stopped = err if isinstance(err, ExpectationFailed) else None
             try:
-                self.ledger.finish_run(run.run_id, RunStatus.FAILED, error=first_line(err))
+                with self.ledger.atomic():
+                    error = first_line(err) if stopped is None else stopped.cause
+                    self.ledger.finish_run(run.run_id, RunStatus.FAILED, error=error)
+                    if stopped is not None and stopped.results:
+                        self.ledger.record_checks(
+                            self.pipeline.name,
+                            run.stage.name,
+                            run.epoch,
+                            run.work.attempt,
+                            stopped.results,
+                            run_id=run.run_id,
+                            committed=False,
+                        )
             except LedgerStorageError:
                 if found is None:  # the ledger's disk is the trouble, not the stage
                     raise
@@ -246,6 +266,8 @@ class Executor:
                 # recorded as started and never finished is what a killed run leaves too.
             if isinstance(err, StageFailedError):
                 raise
+            if stopped is not None:
+                raise StageFailedError(run.stage.name, run.epoch, stopped.cause) from err
             if found is not None:
                 path = str(run.work.attempt_dir())
                 raise StageWriteError(run.stage.name, run.epoch, path, found) from err
@@ -258,7 +280,26 @@ class Executor:
         finally:
             run.work.clean()
         faults.reach(FaultPoint.ATTEMPT_WRITTEN)
-        return Worked(run, produced)
+        return Worked(run, produced, tuple(checked))
+
+    def _check(self, run: Admitted, produced: Produced) -> list[CheckEntry]:
+        """The stage's expectations checked on every row the run produced (its output and
+        its quarantine); a ``fail`` one with failing rows removes what the run wrote and raises
+        ``ExpectationFailed`` (``pipelines.run.expectations``)."""
+        if not run.work.expectations:
+            return []
+        paths = [f.path for f in produced.files if f.path]
+        if produced.quarantine is not None:
+            paths.append(str(produced.quarantine))
+        try:
+            return expectations.check(self.spark, run.work.expectations, paths)
+        except ExpectationFailed:
+            for written in (produced.written, produced.quarantine):
+                if written is not None:
+                    shutil.rmtree(written, ignore_errors=True)
+            if produced.abandoned is not None:
+                produced.abandoned()
+            raise
 
     # -- finish --------------------------------------------------------------------------------
 
@@ -285,6 +326,8 @@ class Executor:
                 )
                 status = RunStatus.DONE_ALREADY if result.repeated else RunStatus.SUCCEEDED
                 self.ledger.finish_run(run.run_id, status, batch_id=result.batch_id)
+                if not result.repeated and (worked.checked or produced.quarantine):
+                    self._record_checks(worked)
         except LedgerStorageError as err:
             # Rolled back: the attempt stays as a killed run leaves it, never seen, and is
             # collected as garbage later (``Runtime.collect_garbage``).
@@ -307,6 +350,21 @@ class Executor:
             sum(f.rows for f in produced.files),
             time.perf_counter() - run.started,
             produced.rounds,
+        )
+
+    def _record_checks(self, worked: Worked) -> None:
+        """In the commit's transaction: the expectations' results, and the quarantine."""
+        run, quarantine = worked.run, worked.produced.quarantine
+        self.ledger.record_checks(
+            self.pipeline.name,
+            run.stage.name,
+            run.epoch,
+            run.work.attempt,
+            worked.checked,
+            run_id=run.run_id,
+            quarantine=None
+            if quarantine is None
+            else (str(quarantine), *self.store.stats(quarantine)),
         )
 
     def _entries(self, worked: Worked) -> list[MessageEntry]:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -30,15 +32,17 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 
 from pipelines.errors import InputValidationError, first_line
+from pipelines.run import expectations
+from pipelines.run.expectations import ExpectationFailed
 from pipelines.run.file_inputs import check_file
-from pipelines.run.layout import sort_key, write_sorted, writer
+from pipelines.run.layout import sort_key, write_sorted
 from pipelines.run.schema_check import check_columns
 from pipelines.run.snapshot import snapshot
 from pipelines.run.storage import DataStore, new_attempt
-from pipelines.spark.empty import fill_empty
+from pipelines.stages.expectations import Expectation
 from pipelines.stages.kinds import DimensionStage, Feed, SourceStage
 from progress import Graph, InputHandle, Time
-from progress.ledger import CommitResult, Ledger, MessageEntry
+from progress.ledger import CheckEntry, CommitResult, Ledger, MessageEntry
 from progress.sentences import worker_problem
 
 if TYPE_CHECKING:
@@ -110,6 +114,22 @@ def source_worker(pipeline: Pipeline, source: str, worker: int) -> SourceStage:
     return stage
 
 
+@dataclass
+class Staged:
+    """A message written and checked, to commit: its entry, its expectations' results, and
+    its quarantine (path, rows, bytes) when a ``drop`` expectation removed rows."""
+
+    message: MessageEntry
+    checked: list[CheckEntry] = field(default_factory=list)
+    quarantine: tuple[str, int, int] | None = None
+
+    def remove(self) -> None:
+        """Remove what was written (the commit did not take it)."""
+        for path in (self.message.path, self.quarantine[0] if self.quarantine else None):
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+
+
 class SourceInput:
     """Worker ``worker`` of source ``source`` of a running pipeline."""
 
@@ -130,9 +150,10 @@ class SourceInput:
         rt = self.runtime
         handle = self._handle()
         handle.send()  # a closed worker refuses it now, before any work
-        message = self._write(handle.time, data)
+        staged = self._write(handle.time, data)
+        message = staged.message
         return self._commit(
-            message, lambda: rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
+            staged, lambda: rt.ledger.send(rt.pipeline.name, self.source, self.worker, message)
         )
 
     def correct(self, epoch: Time, data: DataFrame | str | Path) -> CommitResult:
@@ -156,9 +177,10 @@ class SourceInput:
                 worker=self.worker,
                 pipeline=rt.pipeline.name,
             )
-        message = self._write(epoch, data)
+        staged = self._write(epoch, data)
+        message = staged.message
         return self._commit(
-            message,
+            staged,
             lambda: rt.ledger.correct(rt.pipeline.name, self.source, self.worker, message),
         )
 
@@ -181,23 +203,36 @@ class SourceInput:
             rt.graph, self.source, self.worker, self.epoch, pipeline=rt.pipeline.name
         )
 
-    def _commit(self, message: MessageEntry, commit: Callable[[], CommitResult]) -> CommitResult:
-        """Commit ``message``; when the ledger refuses it, remove its attempt directory."""
+    def _commit(self, staged: Staged, commit: Callable[[], CommitResult]) -> CommitResult:
+        """Commit the staged message, with its expectations' results and quarantine in the
+        same transaction; when the ledger refuses it, remove what was written."""
+        rt, message = self.runtime, staged.message
+        checked = bool(staged.checked or staged.quarantine)
         try:
-            return commit()
+            with rt.ledger.atomic() if checked else nullcontext():
+                result = commit()
+                if checked and not result.repeated:
+                    rt.ledger.record_checks(
+                        rt.pipeline.name,
+                        self.source,
+                        message.time,
+                        message.attempt,
+                        staged.checked,
+                        quarantine=staged.quarantine,
+                    )
+                return result
         except BaseException:
-            if message.path is not None:
-                shutil.rmtree(message.path, ignore_errors=True)
+            staged.remove()
             raise
 
-    def _write(self, epoch: Time, data: DataFrame | str | Path) -> MessageEntry:
+    def _write(self, epoch: Time, data: DataFrame | str | Path) -> Staged:
         """Validate ``data`` for ``epoch`` and write it to a fresh attempt directory."""
         try:
             return self._validated(epoch, data)
         except InputValidationError as err:
             raise err.of_worker(self.runtime.pipeline.name, self.worker) from err.__cause__
 
-    def _validated(self, epoch: Time, data: DataFrame | str | Path) -> MessageEntry:
+    def _validated(self, epoch: Time, data: DataFrame | str | Path) -> Staged:
         rt = self.runtime
         attempt = new_attempt()
         path = rt.store.attempt_dir(rt.pipeline.name, self.source, 0, epoch, attempt)
@@ -213,8 +248,8 @@ class SourceInput:
             copy = snapshot(self.source, epoch, Path(file), staged)
             stage = self._stage
             table = check_file(self.source, epoch, copy, stage.schema, stage.key, name=file)
-            if table is not None:
-                return self._copy(copy, epoch, table, path, attempt, file=file)
+            if table is not None and not self._expectations:
+                return Staged(self._copy(copy, epoch, table, path, attempt, file=file))
             spark = rt.spark  # started here if need be: a Spark that cannot start is no bad file
             try:
                 frame = spark.read.parquet(str(copy))  # absolute: for a remote driver too
@@ -227,7 +262,7 @@ class SourceInput:
 
     def _written(
         self, epoch: Time, data: DataFrame, file: str | None, path: Path, attempt: str
-    ) -> MessageEntry:
+    ) -> Staged:
         """``data`` checked against the source's schema and written by Spark to ``path``."""
         rt = self.runtime
         try:
@@ -240,14 +275,29 @@ class SourceInput:
             msg = f"cannot read the data: {first_line(err)}"
             raise InputValidationError(self.source, epoch, msg, file=file) from err
         try:
-            writer(frame, self._sort_key).parquet(str(path))
-            fill_empty(path, frame)
+            quarantine = expectations.write(frame, self._expectations, self._sort_key, path)
+        except ExpectationFailed as err:
+            raise InputValidationError(self.source, epoch, err.cause, file=file) from err
         except Exception as err:
             shutil.rmtree(path, ignore_errors=True)
             msg = f"cannot write the data: {first_line(err)}"
             raise InputValidationError(self.source, epoch, msg, file=file) from err
         rows, size = rt.store.stats(path)
-        return MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size)
+        staged = Staged(MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size))
+        if quarantine is not None:
+            staged.quarantine = (str(quarantine), *rt.store.stats(quarantine))
+        if self._expectations:
+            written = [str(path)] + ([str(quarantine)] if quarantine is not None else [])
+            try:
+                staged.checked = expectations.check(rt.spark, self._expectations, written)
+            except ExpectationFailed as err:
+                staged.remove()
+                raise InputValidationError(self.source, epoch, err.cause, file=file) from err
+        return staged
+
+    @property
+    def _expectations(self) -> tuple[Expectation, ...]:
+        return self.runtime.pipeline.expectations(self.source)
 
     @property
     def _sort_key(self) -> tuple[str, ...] | None:

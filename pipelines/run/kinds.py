@@ -123,7 +123,7 @@ class UnionRun(KindRun[UnionStage]):
         frames = work.frames
         columns = [[(f.name, f.dataType) for f in df.schema.fields] for df in frames]
         paths = work.input_paths
-        if paths and not work.derives and all(c == columns[0] for c in columns[1:]):
+        if paths and not (work.derives or work.drops) and all(c == columns[0] for c in columns[1:]):
             files = tuple(Written(path, *work.store.stats(Path(path))) for path in paths)
             return Produced(files, None, shared=True)
         return work.write(reduce(lambda a, b: a.unionByName(b), frames))

@@ -95,13 +95,18 @@ def write_sorted(table: pa.Table, key: Sequence[str], path: Path) -> None:
     )
 
 
-def writer(df: DataFrame, key: Sequence[str] | None) -> DataFrameWriter:
+def writer(
+    df: DataFrame, key: Sequence[str] | None, *, partition: str | None = None
+) -> DataFrameWriter:
     """The writer of ``df`` as a message: as it is, or with ``key`` sorted within each file, in
-    small row groups of small pages (Spark's Parquet writer adds the page index itself)."""
+    small row groups of small pages (Spark's Parquet writer adds the page index itself).
+    ``partition``: a column to write one directory per value of (then ``key`` starts with it,
+    so the sort the partitioned write needs keeps the key's order within it)."""
     if not key:
         return df.write
-    return (
-        df.sortWithinPartitions(*key)
-        .write.option("parquet.block.size", ROW_GROUP_BYTES)
-        .option("parquet.page.size", PAGE_BYTES)
-    )
+    out = df.sortWithinPartitions(*key).write
+    if partition is not None:
+        out = out.partitionBy(partition)
+    if list(key) == [partition]:
+        return out
+    return out.option("parquet.block.size", ROW_GROUP_BYTES).option("parquet.page.size", PAGE_BYTES)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,22 +35,21 @@ from pipelines.errors import (
     StageFailedError,
     StageNotReadyError,
 )
-from pipelines.reads import final
 from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo
+from pipelines.reads.outputs import OutputReads
 from pipelines.reads.pending import PendingReads
-from pipelines.reads.subscription import Completed, follow
+from pipelines.reads.subscription import Completed
 from pipelines.results import RunResult, RunStatus
-from pipelines.run.ephemeral import derivation
 from pipelines.run.epochs import stage_epoch
 from pipelines.run.executor import Admitted, Executor, Worked, raise_during, run_key
+from pipelines.run.expectations import ExpectationResult
 from pipelines.run.inputs import SourceInput, source_worker
 from pipelines.run.iteration import RoundCallback
-from pipelines.run.kinds import messages_read, run_of
+from pipelines.run.kinds import run_of
 from pipelines.run.revisions import above, next_revision
 from pipelines.run.sinks import SinkDirectory, publish_committed, sink_directory
 from pipelines.run.storage import DataStore, runtime_home
 from pipelines.settings import STATE_FILE, state_path
-from pipelines.spark.footers import spark_schema
 from pipelines.spark.session import LazySpark, SparkFactory
 from pipelines.stages.families import lock_name
 from pipelines.stages.kinds import SinkStage
@@ -336,10 +335,6 @@ class Runtime:
         return batch
 
     @cached_property
-    def _finality(self) -> final.Finality:
-        return final.Finality(self.pipeline.stages, self._above, self.ledger, self.pipeline.name)
-
-    @cached_property
     def _above(self) -> dict[str, frozenset[str]]:
         """``pipelines.run.revisions.above`` of every stage."""
         return {name: above(self.pipeline.stages, name) for name in self.pipeline.stages}
@@ -423,6 +418,16 @@ class Runtime:
         """Where each stage stands: its input frontier, its epochs done, ready, running, waiting
         and stale, and who holds the oldest waiting one (what ``epochgate status`` prints)."""
         return self.ledger.status(self.pipeline.name)
+
+    def expectations(
+        self, stage: str | None = None, epoch: Time | None = None
+    ) -> list[ExpectationResult]:
+        """The recorded results of the pipeline's expectations (of one stage, at one epoch,
+        when given), oldest first; those of runs a ``fail`` expectation stopped too."""
+        if stage is not None:
+            self.pipeline.stage(stage)
+        records = self.ledger.checks(self.pipeline.name, stage, epoch)
+        return [ExpectationResult.of(r) for r in records]
 
     def blockers(self, stage_name: str, epoch: Time) -> list[str]:
         """What keeps ``stage_name`` from running ``epoch``, one sentence per holder ("source
@@ -551,19 +556,22 @@ class Runtime:
     # -- outputs -------------------------------------------------------------------------------
 
     def read(
-        self, stage: str, epoch: Time, *, complete: bool = True, wait: float | bool = False
+        self,
+        stage: str,
+        epoch: Time,
+        *,
+        complete: bool = True,
+        wait: float | bool = False,
+        quarantine: bool = False,
     ) -> DataFrame:
         """The output of ``stage`` at ``epoch`` as a stage reading it then sees it (all current
         messages at ``epoch``; a dimension source's table as of ``epoch``), once it is final
         (``pipelines.reads.final``): else ``EpochNotCompleteError`` names what holds it.
         ``wait``: seconds to wait for other processes to make it final first. ``complete=False``
-        reads whatever is committed now, final or not. A final epoch without rows is an empty
-        frame with the stage's columns."""
-        self.pipeline.stage(stage)  # an unknown name is refused before it names a path
-        stage_epoch(stage, epoch)
-        if complete:
-            self._finality.wait(stage, epoch, final.wait_seconds(wait))
-        return self._read(stage, epoch)
+        reads whatever is committed now, final or not. ``quarantine=True``: the rows its
+        ``drop`` expectations removed instead. A final epoch without rows is an empty frame
+        with the stage's columns."""
+        return self._outputs.read(stage, epoch, complete=complete, wait=wait, quarantine=quarantine)
 
     def subscribe(
         self, stage: str, *, from_epoch: int = 0, poll: float = 1.0, timeout: float | None = None
@@ -571,27 +579,8 @@ class Runtime:
         """``stage``'s epochs from ``from_epoch`` on, each once it is final and again when a
         revision replaces it, until every input closed or ``timeout`` seconds pass without one
         (``pipelines.reads.subscription``)."""
-        self.pipeline.stage(stage)
-        stage_epoch(stage, from_epoch)
-        finality, read = self._finality, partial(self._read, stage)
-        return follow(finality, stage, read, from_epoch=from_epoch, poll=poll, timeout=timeout)
+        return self._outputs.subscribe(stage, from_epoch=from_epoch, poll=poll, timeout=timeout)
 
-    def _read(self, stage: str, epoch: Time) -> DataFrame:
-        found = derivation(self.pipeline.stages, stage)
-        if found.build is not None:  # not materialized: computed as its readers compute it
-            if not messages_read(self.pipeline, self.ledger, stage, epoch):
-                raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
-            return found.apply([self._read(b, epoch) for b in found.bases], epoch)
-        messages = messages_read(self.pipeline, self.ledger, stage, epoch)
-        paths = [m.path for m in messages if m.path]
-        if paths:
-            known = self.pipeline.stage(stage).schema or spark_schema(paths)
-            reader = self.spark.read if known is None else self.spark.read.schema(known)
-            return reader.parquet(*paths)
-        schema = self.executor.schema_of(stage)
-        if schema is None:
-            raise PipelineError(
-                f"stage {stage!r} has no data at epoch {epoch}, and no message with data to "
-                "take its columns from"
-            )
-        return self.spark.createDataFrame([], schema)
+    @cached_property
+    def _outputs(self) -> OutputReads:
+        return OutputReads(self.pipeline, self.ledger, self.executor, self._above)

@@ -14,12 +14,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipelines.run import expectations
 from pipelines.run.iteration import RoundCallback
-from pipelines.run.layout import writer
 from pipelines.run.storage import DataStore, link_or_copy, runtime_home
-from pipelines.spark.empty import fill_empty
 from pipelines.spark.footers import parts, spark_schema
 from pipelines.spark.session import LazySpark
+from pipelines.stages.expectations import Expectation
 from progress import Time
 from progress.ledger import Ledger, MessageRef
 from state_store import KeyedState
@@ -69,6 +69,9 @@ class Produced:
     """Called after the commit (a stateful stage's staged rows become its state)."""
     abandoned: Callable[[], None] | None = None
     """Called when the commit was a repeat: another run committed the epoch first."""
+    quarantine: Path | None = None
+    """Where the rows its ``drop`` expectations removed were written, if any were
+    (``pipelines.run.expectations``)."""
 
 
 @dataclass
@@ -105,6 +108,8 @@ class StageWork:
     the partial stages keyed like it, which an eviction follows)."""
     carried: tuple[MessageRef, ...] = ()
     """The messages of its own it reads besides its inputs (``Stage.carried``)."""
+    expectations: tuple[Expectation, ...] = ()
+    """The stage's expectations: its ``drop`` ones split what ``write`` writes."""
     scratch: list[Path] = field(default_factory=list)
     """Directories to remove when the run's work is over, committed or not."""
 
@@ -181,19 +186,25 @@ class StageWork:
             raise TypeError(f"the stage function returned {type(df).__name__}, not a DataFrame")
         path = self.attempt_dir()
         try:
-            writer(df, self.sort_key).parquet(str(path))
-            fill_empty(path, df)
+            quarantine = expectations.write(df, self.expectations, self.sort_key, path)
             rows, size = self.store.stats(path)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
             raise
-        return Produced((Written(str(path), rows, size),), path)
+        return Produced((Written(str(path), rows, size),), path, quarantine=quarantine)
+
+    @property
+    def drops(self) -> bool:
+        """Whether an expectation drops rows from its output (its files must be written)."""
+        return bool(expectations.drops(self.expectations))
 
     def linkable(self) -> list[Path] | None:
         """The Parquet files of the one input, when its output may be those very files: read
         as they are (no function applied, no declared schema to read them with, no sorting),
         all written by Spark with one schema. Else None."""
         if self.derives or len(self.inputs) != 1 or self.sort_key or self.read_schemas[0]:
+            return None
+        if self.drops:
             return None
         paths = self.inputs[0][1]
         if not paths:

@@ -88,6 +88,9 @@ class Stage:
     """How its output comes to be: by its runs, by workers' ``send``, or by a replay."""
     outputs: ClassVar[int] = 1
     """Its output ports (0 or 1)."""
+    drops_rows: ClassVar[bool] = False
+    """Whether its output is written as computed, row for row, so that a ``drop`` expectation
+    can keep failing rows out of it (``pipelines.stages.expectations``)."""
     catalogs_inputs: ClassVar[bool] = False
     """Whether its output may be its inputs' files as they are (then they are laid out for the
     stages that read it: ``pipelines.run.layout``)."""
@@ -150,6 +153,7 @@ class SourceStage(Stage):
     """How its epochs close: by its workers, some time after each epoch ends, or by markers."""
 
     kind: ClassVar[str] = "source"
+    drops_rows: ClassVar[bool] = True
     fed_by: ClassVar[Feed] = Feed.SEND
 
     def describe(self) -> str:
@@ -189,6 +193,7 @@ class TransformStage(Stage):
     (``pipelines.run.ephemeral``)."""
 
     kind: ClassVar[str] = "transform"
+    drops_rows: ClassVar[bool] = True
 
     @property
     def code(self) -> Callable[..., object]:
@@ -214,6 +219,7 @@ class UnionStage(Stage):
     """All rows of several inputs with the same columns (matched by name)."""
 
     kind: ClassVar[str] = "union"
+    drops_rows: ClassVar[bool] = True
     catalogs_inputs: ClassVar[bool] = True
 
     def summary(self) -> str:
@@ -241,6 +247,7 @@ class JoinStage(Stage):
     (``pipelines.run.ephemeral``)."""
 
     kind: ClassVar[str] = "join"
+    drops_rows: ClassVar[bool] = True
 
     def summary(self) -> str:
         if self.materialize:
@@ -379,6 +386,7 @@ class SinkStage(Stage):
     path: str
 
     kind: ClassVar[str] = "sink"
+    drops_rows: ClassVar[bool] = True
     outputs: ClassVar[int] = 0
 
     def summary(self) -> str:

@@ -43,6 +43,7 @@ from pipelines.stages.clock import (
     EpochClock,
     Explicit,
 )
+from pipelines.stages.expectations import Expectation, OnFail, expectation
 from pipelines.stages.families import check_reader
 from pipelines.stages.functions import RoundStep, StateUpdate, Transform
 from pipelines.stages.kinds import (
@@ -92,6 +93,7 @@ class Pipeline:
         loaded it knows (``pipelines.cli.references.load`` sets it); registering records it."""
         self._stages: dict[str, Stage] = {}
         self._feedback: dict[str, str | None] = {}
+        self._expectations: dict[str, tuple[Expectation, ...]] = {}
         self._compiled: Graph | None = None
 
     # -- definition ----------------------------------------------------------------------------
@@ -474,6 +476,43 @@ class Pipeline:
         home (``..``), is refused."""
         where = check_sink_path(self.name, name, path)
         self._add(SinkStage(name=name, inputs=(self._input(name, input),), path=where))
+
+    def expect(
+        self,
+        stage: Stream | str,
+        name: str,
+        condition: str | None = None,
+        *,
+        unique: Sequence[str] | None = None,
+        on_fail: OnFail | str = OnFail.WARN,
+    ) -> Expectation:
+        """Check every epoch of ``stage``'s output: ``condition`` (Spark SQL, true for a good
+        row) or ``unique`` columns; a failing row warns, is dropped into the stage's
+        quarantine, or fails the run (``on_fail``: see ``pipelines.stages.expectations``)."""
+        if isinstance(stage, Stream) and stage.pipeline != self.name:
+            raise PipelineDefinitionError(
+                self.name, stage.stage, f"belongs to pipeline {stage.pipeline!r}", argument="stage"
+            )
+        target = self.stage(stage.stage if isinstance(stage, Stream) else stage)
+        taken = [e.name for e in self._expectations.get(target.name, ())]
+        made = expectation(
+            self.name,
+            target,
+            name,
+            condition=condition,
+            unique=unique,
+            on_fail=on_fail,
+            columns=self.columns(target.name),
+            taken=taken,
+        )
+        self._expectations[target.name] = (*self._expectations.get(target.name, ()), made)
+        return made
+
+    def expectations(self, stage: str | None = None) -> tuple[Expectation, ...]:
+        """The expectations of ``stage`` (of every stage when None), in definition order."""
+        if stage is not None:
+            return self._expectations.get(self.stage(stage).name, ())
+        return tuple(e for found in self._expectations.values() for e in found)
 
     # -- compiled form -------------------------------------------------------------------------
 

@@ -6,6 +6,8 @@ from progress.ledger.captures import CaptureRecord, StreamHead, StreamMessage, S
 from progress.ledger.engine import release_all
 from progress.ledger.records import (
     BatchRecord,
+    CheckEntry,
+    CheckRecord,
     CommitResult,
     CountDifference,
     History,
@@ -17,6 +19,7 @@ from progress.ledger.records import (
     OriginKind,
     PartialBatch,
     PendingUpquery,
+    QuarantineRecord,
     Registration,
     RunKind,
     RunRecord,
@@ -32,6 +35,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "BatchRecord",
     "CaptureRecord",
+    "CheckEntry",
+    "CheckRecord",
     "CommitResult",
     "CountDifference",
     "History",
@@ -44,6 +49,7 @@ __all__ = [
     "OriginKind",
     "PartialBatch",
     "PendingUpquery",
+    "QuarantineRecord",
     "Registration",
     "RunKind",
     "RunRecord",

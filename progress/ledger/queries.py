@@ -70,14 +70,40 @@ def holds(s: Session, pipeline: str, tracker: Tracker, stage: str, time: Time) -
             waiting.setdefault((node, b.time), []).append(b)
         else:
             out.append(Hold(b, sentences.stage_holds(node, b.time)))
+    failed = failures(s, pipeline)
     for (node, t), found in waiting.items():  # one line per stage, whatever its ports
         count = sum(b.count for b in found)
-        if node == stage:
+        if (node, t) in failed:
+            text = sentences.failed_run(node, t, failed[node, t])
+        elif node == stage:
             text = sentences.must_first_run(stage, t, count)
         else:
             text = sentences.stage_not_run(node, t, count)
         out.append(Hold(found[0], text))
+    if (stage, time) in failed and (stage, time) not in waiting:  # ready, and its run failed
+        own = Target(stage, 0)
+        out.append(
+            Hold(
+                Blocker(own, time, 1, own, time),
+                sentences.failed_run(stage, time, failed[stage, time]),
+            )
+        )
     return out
+
+
+def failures(s: Session, pipeline: str) -> dict[tuple[str, Time], str]:
+    """The ``(stage, time)`` whose last run failed (no run of it has started since), with the
+    failure's cause."""
+    rows = s.rows(
+        "SELECT stage, t0, t1, status, error FROM runs WHERE pipeline = ? "
+        "QUALIFY row_number() OVER (PARTITION BY stage, t0, t1 ORDER BY started_at DESC) = 1",
+        [pipeline],
+    )
+    return {
+        (stage, time_from_columns(t0, t1)): error or "no cause recorded"
+        for stage, t0, t1, status, error in rows
+        if status == RunStatus.FAILED.value
+    }
 
 
 def _source_holds(s: Session, pipeline: str, b: Blocker) -> list[Hold]:
@@ -317,6 +343,7 @@ def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[S
     ):
         workers.setdefault(node, []).append((w, None if t0 is None else time_from_columns(t0, t1)))
     in_rounds = rounds(s, pipeline)
+    last_failed = failures(s, pipeline)
     out: list[StageStatus] = []
     order = graph.depths()
     for name, spec in sorted(graph.nodes.items(), key=lambda kv: (order[kv[0]], kv[0])):
@@ -330,6 +357,11 @@ def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[S
         held: tuple[Hold, ...] = ()
         if waiting:
             held = tuple(holds(s, pipeline, snapshot, name, waiting[0]))
+        failed = tuple(
+            (t, sentences.failed_run(name, t, last_failed[stage, t]))
+            for stage, t in sorted(last_failed, key=lambda st: time_to_columns(st[1]))
+            if stage == name
+        )
         out.append(
             StageStatus(
                 pipeline,
@@ -344,6 +376,7 @@ def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[S
                 tuple(stale_by_stage.get(name, ())),
                 tuple(workers.get(name, ())),
                 tuple(sorted(in_rounds.get(name, ()))),
+                failed,
             )
         )
     return out

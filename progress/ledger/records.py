@@ -244,6 +244,9 @@ class StageStatus:
     rounds: tuple[Time, ...] = field(default=())
     """For an iterative stage: ``Product(epoch, round)`` of each epoch whose rounds have
     started and not finished (the round a new run resumes from)."""
+    failed: tuple[tuple[Time, str], ...] = field(default=())
+    """Each epoch whose last run failed (until a run of it succeeds), with the sentence that
+    says why (``progress.sentences.failed_run``)."""
 
 
 @dataclass(frozen=True)
@@ -258,3 +261,44 @@ class PendingUpquery:
     as_of: int
     requested_at: datetime
     filled_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class CheckEntry:
+    """One expectation's result on an attempt, to record: its name, its action on failing
+    rows (``warn``, ``drop`` or ``fail``), the rows it checked and those that failed it."""
+
+    expectation: str
+    action: str
+    rows_checked: int
+    rows_failing: int
+
+
+@dataclass(frozen=True)
+class CheckRecord:
+    """A recorded expectation result: the attempt it checked (``run_id`` is the run's, None
+    for a source's send), and whether that attempt was committed (False when a ``fail``
+    expectation stopped its run)."""
+
+    stage: str
+    time: Time
+    attempt: str
+    run_id: str | None
+    expectation: str
+    action: str
+    rows_checked: int
+    rows_failing: int
+    committed: bool
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class QuarantineRecord:
+    """Where the rows the ``drop`` expectations removed from an attempt are kept."""
+
+    stage: str
+    time: Time
+    attempt: str
+    path: str
+    rows: int
+    bytes: int

@@ -184,6 +184,37 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (pipeline, node, stream)
     );
     """,
+    # 9: expectations: each result of a stage's checks with the run (or send) it checked, and
+    # where the rows its ``drop`` expectations removed from an attempt are kept (quarantine).
+    # Both are written in the transaction that commits the attempt (a failed run records its
+    # results with its failure): a killed run leaves none.
+    """
+    CREATE TABLE checks (
+        pipeline VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        t0 BIGINT NOT NULL,
+        t1 BIGINT NOT NULL,
+        attempt VARCHAR NOT NULL,
+        run_id VARCHAR,
+        expectation VARCHAR NOT NULL,
+        action VARCHAR NOT NULL,
+        rows_checked BIGINT NOT NULL,
+        rows_failing BIGINT NOT NULL,
+        committed BOOLEAN NOT NULL,
+        recorded_at TIMESTAMP NOT NULL
+    );
+    CREATE TABLE quarantine (
+        pipeline VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        t0 BIGINT NOT NULL,
+        t1 BIGINT NOT NULL,
+        attempt VARCHAR NOT NULL,
+        path VARCHAR NOT NULL,
+        rows BIGINT NOT NULL,
+        bytes BIGINT NOT NULL,
+        PRIMARY KEY (pipeline, stage, attempt)
+    );
+    """,
 )
 
 VERSION = len(MIGRATIONS)

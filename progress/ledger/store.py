@@ -18,6 +18,7 @@ from progress.antichain import Antichain
 from progress.graph import Graph
 from progress.ledger import (
     captures,
+    checks,
     inputs,
     queries,
     registry,
@@ -29,6 +30,8 @@ from progress.ledger import (
 )
 from progress.ledger.captures import CaptureRecord, StreamHead, StreamMessage, StreamSnapshot
 from progress.ledger.records import (
+    CheckEntry,
+    CheckRecord,
     CommitResult,
     History,
     Hold,
@@ -37,6 +40,7 @@ from progress.ledger.records import (
     MessageRef,
     Origin,
     PendingUpquery,
+    QuarantineRecord,
     Registration,
     StageStatus,
     VerifyReport,
@@ -293,6 +297,50 @@ class Ledger:
         with self._sessions.transaction() as s:
             runs.finish_run(s, run_id, status, batch_id, error)
 
+    # -- expectations -------------------------------------------------------------------------
+
+    def record_checks(
+        self,
+        pipeline: str,
+        stage: str,
+        time: Time,
+        attempt: str,
+        results: Sequence[CheckEntry],
+        *,
+        run_id: str | None = None,
+        committed: bool = True,
+        quarantine: tuple[str, int, int] | None = None,
+    ) -> None:
+        """Record expectation results on an attempt, and its quarantine (path, rows, bytes)
+        when it has one: inside the caller's transaction (``atomic``) with what they are about
+        (``progress.ledger.checks``)."""
+        with self._sessions.transaction() as s:
+            checks.record(
+                s,
+                pipeline,
+                stage,
+                time,
+                results,
+                attempt=attempt,
+                run_id=run_id,
+                committed=committed,
+                quarantine=quarantine,
+            )
+
+    def checks(
+        self, pipeline: str, stage: str | None = None, time: Time | None = None
+    ) -> list[CheckRecord]:
+        """The recorded expectation results (of one stage, at one time, when given)."""
+        with self._sessions.session() as s:
+            return checks.results(s, pipeline, stage, time)
+
+    def quarantine(
+        self, pipeline: str, stage: str, attempts: Sequence[str]
+    ) -> list[QuarantineRecord]:
+        """The quarantines of ``attempts`` of ``stage`` (those that have one)."""
+        with self._sessions.session() as s:
+            return checks.quarantined(s, pipeline, stage, attempts)
+
     # -- pending upqueries --------------------------------------------------------------------
 
     def request_upqueries(
@@ -441,10 +489,10 @@ class Ledger:
             return queries.messages(s, pipeline, stage, port)
 
     def live_paths(self, pipeline: str) -> list[str]:
-        """Every data path the pipeline may still read or is writing: current messages, and
-        the attempts of runs whose process is alive."""
+        """Every data path the pipeline may still read or is writing: current messages and
+        their quarantines, and the attempts of runs whose process is alive."""
         with self._sessions.session() as s:
-            return queries.live_paths(s, pipeline)
+            return queries.live_paths(s, pipeline) + checks.live_quarantine(s, pipeline)
 
     def done_epochs(self, pipeline: str, stage: str) -> list[Time]:
         """The times ``stage`` has run (committed a run batch for), in order."""

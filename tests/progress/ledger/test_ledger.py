@@ -118,7 +118,9 @@ def test_status_and_history(ledger: Ledger) -> None:
     assert [h.text for h in status["validate"].holds] == [
         "source card_payments, worker 1, still holds epoch 1",
         "source card_payments, worker 2, still holds epoch 1",
+        "stage validate epoch 1 failed: boom",  # its last run, until one succeeds
     ]
+    assert status["validate"].failed == ((1, "stage validate epoch 1 failed: boom"),)
     history = ledger.history("bank", "validate", 1)
     assert [(r.status, r.error) for r in history.runs] == [("failed", "boom")]
     done = ledger.history("bank", "validate", 0)

@@ -1,0 +1,106 @@
+"""Reads of a stage's output by epoch: ``read`` and ``subscribe`` of a runtime.
+
+An epoch is read as a stage reading the output then sees it (all current messages at the epoch;
+a dimension source's table as of it; a stage that is not materialized computed as its readers
+compute it), once it is final (``pipelines.reads.final``) unless asked for what is committed
+now. The rows an expectation dropped from an epoch are read with ``quarantine=True``
+(``pipelines.run.expectations``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from functools import partial
+from typing import TYPE_CHECKING
+
+from pipelines.errors import PipelineError
+from pipelines.reads import final
+from pipelines.reads.subscription import Completed, follow
+from pipelines.run.ephemeral import derivation
+from pipelines.run.epochs import stage_epoch
+from pipelines.run.executor import Executor
+from pipelines.run.kinds import messages_read
+from pipelines.spark.footers import spark_schema
+from progress import Time
+from progress.ledger import Ledger
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from pipelines.stages.pipeline import Pipeline
+
+
+class OutputReads:
+    """``read`` and ``subscribe`` for one pipeline bound to its ledger (see the module docs)."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        ledger: Ledger,
+        executor: Executor,
+        above: Mapping[str, frozenset[str]],
+    ) -> None:
+        self.pipeline = pipeline
+        self.ledger = ledger
+        self.executor = executor
+        self.finality = final.Finality(pipeline.stages, above, ledger, pipeline.name)
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.executor.spark
+
+    def read(
+        self,
+        stage: str,
+        epoch: Time,
+        *,
+        complete: bool = True,
+        wait: float | bool = False,
+        quarantine: bool = False,
+    ) -> DataFrame:
+        self.pipeline.stage(stage)  # an unknown name is refused before it names a path
+        stage_epoch(stage, epoch)
+        if complete:
+            self.finality.wait(stage, epoch, final.wait_seconds(wait))
+        if quarantine:
+            return self.quarantined(stage, epoch)
+        return self.committed(stage, epoch)
+
+    def subscribe(
+        self, stage: str, *, from_epoch: int = 0, poll: float = 1.0, timeout: float | None = None
+    ) -> Iterator[Completed]:
+        self.pipeline.stage(stage)
+        stage_epoch(stage, from_epoch)
+        read = partial(self.committed, stage)
+        return follow(self.finality, stage, read, from_epoch=from_epoch, poll=poll, timeout=timeout)
+
+    def committed(self, stage: str, epoch: Time) -> DataFrame:
+        """What is committed of ``stage``'s output at ``epoch`` now, final or not."""
+        found = derivation(self.pipeline.stages, stage)
+        if found.build is not None:  # not materialized: computed as its readers compute it
+            if not messages_read(self.pipeline, self.ledger, stage, epoch):
+                raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
+            return found.apply([self.committed(b, epoch) for b in found.bases], epoch)
+        messages = messages_read(self.pipeline, self.ledger, stage, epoch)
+        return self._frame(stage, epoch, [m.path for m in messages if m.path])
+
+    def quarantined(self, stage: str, epoch: Time) -> DataFrame:
+        """The rows the ``drop`` expectations of ``stage`` removed from its current output at
+        ``epoch`` (an empty frame with its columns when none were)."""
+        messages = self.ledger.message(self.pipeline.name, stage, 0, epoch)
+        attempts = [m.attempt for m in messages]
+        paths = [q.path for q in self.ledger.quarantine(self.pipeline.name, stage, attempts)]
+        return self._frame(stage, epoch, paths)
+
+    def _frame(self, stage: str, epoch: Time, paths: list[str]) -> DataFrame:
+        if paths:
+            known = self.pipeline.stage(stage).schema or spark_schema(paths)
+            reader = self.spark.read if known is None else self.spark.read.schema(known)
+            return reader.parquet(*paths)
+        schema = self.executor.schema_of(stage)
+        if schema is None:
+            raise PipelineError(
+                f"stage {stage!r} has no data at epoch {epoch}, and no message with data to "
+                "take its columns from"
+            )
+        return self.spark.createDataFrame([], schema)
