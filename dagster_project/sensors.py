@@ -149,6 +149,11 @@ def read_tick(
         for t in (*s.done, *s.ready, *s.running, *s.waiting, *s.stale):
             if isinstance(t, int):
                 epochs.add(t)
+        for f in s.failed:  # a failed run that is not tried again holds its epoch
+            if isinstance(f.time, int) and s.stage not in work.get(f.time, ()):
+                texts = held.setdefault(f.time, [])
+                if f.text not in texts:
+                    texts.append(f.text)
         first = s.waiting[0] if s.waiting else None
         if isinstance(first, int) and s.stage not in work.get(first, ()):  # not run this tick
             texts = held.setdefault(first, [])

@@ -72,7 +72,7 @@ def status_table(statuses: Sequence[StageStatus]) -> str:
             if s.holds:
                 lines.append(f"  {s.stage} {describe_time(s.waiting[0])} is not ready:")
                 lines.extend(f"    - {h.text}" for h in s.holds)
-            lines.extend(f"  {text}" for _, text in s.failed)
+            lines.extend(f"  {f.text}" for f in s.failed)
     return "\n".join(lines)
 
 
@@ -91,7 +91,7 @@ def status_json(statuses: Sequence[StageStatus]) -> list[dict[str, Any]]:
             "blockers": [h.text for h in s.holds],
             "workers": {str(w): None if t is None else time_to_data(t) for w, t in s.workers},
             "rounds": [time_to_data(t) for t in s.rounds],
-            "failed": [{"epoch": time_to_data(t), "why": text} for t, text in s.failed],
+            "failed": [{"epoch": time_to_data(f.time), "why": f.text} for f in s.failed],
         }
         for s in statuses
     ]

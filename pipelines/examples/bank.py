@@ -1,7 +1,9 @@
 """The ``bank`` example: card payments and wire transfers through validation, a union, running
 balances per account (stateful and partial: it keeps the accounts that are read), totals per
 merchant category, a join with accounts, and rings of accounts linked by large transfers (an
-iterative stage: label propagation to a fixed point).
+iterative stage: label propagation to a fixed point). Two expectations: card payments of a
+non-positive amount are dropped into quarantine, and a movement of an account without a region
+fails the join's run.
 
 Sources: ``card_payments`` (3 workers), ``wire_transfers`` (2 workers), ``accounts`` (the
 accounts dimension, re-sent each epoch). Amounts are integer cents, so every sum is exact.
@@ -50,15 +52,22 @@ RING_MIN_CENTS = 190_000
 """A transfer at least this large links its two accounts into one ring."""
 
 
-def validate_cards(df: DataFrame) -> DataFrame:
-    """Valid card payments become debits of their account."""
-    valid = df.where((F.col("amount_cents") > 0) & F.col("merchant_category").isNotNull())
-    return valid.select(
+def card_movements(df: DataFrame) -> DataFrame:
+    """Card payments with a category become debits of their account (a payment of a
+    non-positive amount is no debit: the expectation ``debit`` drops it into quarantine)."""
+    return df.where(F.col("merchant_category").isNotNull()).select(
         F.concat(F.lit("c"), F.col("payment_id").cast("string")).alias("movement_id"),
         "account_id",
         (-F.col("amount_cents")).alias("amount_cents"),
         F.col("merchant_category").alias("category"),
     )
+
+
+def validate_cards(df: DataFrame) -> DataFrame:
+    """Valid card payments (a positive amount, a category) become debits of their account:
+    what ``valid_cards`` holds, filtered in the function where no expectation can drop rows
+    (a stage that is not materialized)."""
+    return card_movements(df.where(F.col("amount_cents") > 0))
 
 
 def validate_wires(df: DataFrame) -> DataFrame:
@@ -136,7 +145,9 @@ def region_totals(df: DataFrame) -> DataFrame:
 def pipeline(rings: bool = True, *, materialize: bool = True, partial: bool = True) -> Pipeline:
     """The bank pipeline (``rings=False`` leaves out the iterative stage; ``materialize=False``
     leaves the validations unwritten: ``movements`` applies them to the sources' files;
-    ``partial=False`` keeps every account's balance, as a full stateful stage)."""
+    ``partial=False`` keeps every account's balance, as a full stateful stage). Its
+    expectations: a card movement is a debit (else dropped into ``valid_cards``' quarantine),
+    and every enriched movement has a region (else the run of ``enriched`` fails)."""
     bank = Pipeline("bank")
     cards = bank.source(
         "card_payments", schema=CARD_PAYMENTS, workers=WORKERS["card_payments"], key=["payment_id"]
@@ -148,9 +159,13 @@ def pipeline(rings: bool = True, *, materialize: bool = True, partial: bool = Tr
         key=["transfer_id", "from_account", "to_account"],
     )
     accounts = bank.source("accounts", schema=ACCOUNTS, workers=1, key=["account_id"])
+    cards_fn = card_movements if materialize else validate_cards
+    valid_cards = bank.transform("valid_cards", cards, fn=cards_fn, materialize=materialize)
+    if materialize:
+        bank.expect(valid_cards, "debit", "amount_cents < 0", on_fail="drop")
     movements = bank.union(
         "movements",
-        bank.transform("valid_cards", cards, fn=validate_cards, materialize=materialize),
+        valid_cards,
         bank.transform("valid_wires", wires, fn=validate_wires, materialize=materialize),
     )
     bank.transform("category_totals", movements, fn=category_totals)
@@ -163,6 +178,7 @@ def pipeline(rings: bool = True, *, materialize: bool = True, partial: bool = Tr
         partial=partial,
     )
     enriched = bank.join("enriched", movements, accounts, on=["account_id"])
+    bank.expect(enriched, "region_known", "region IS NOT NULL", on_fail="fail")
     bank.transform("region_totals", enriched, fn=region_totals)
     if rings:
         bank.iterate("rings", wires, init=ring_start, step=ring_round)

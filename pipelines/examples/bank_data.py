@@ -51,6 +51,19 @@ class DemoData:
     epochs: int
     late_epoch: int
 
+    def without_regions(self) -> Path:
+        """The accounts file with the region of every fifth account missing: the bad file the
+        demo sends once (``enriched`` expects a region)."""
+        path = self.root / "accounts-without-regions.parquet"
+        table = pq.read_table(self.root / "accounts.parquet")
+        regions = [
+            None if i % 5 == 0 else region
+            for i, region in enumerate(table.column("region").to_pylist())
+        ]
+        index = table.schema.get_field_index("region")
+        pq.write_table(table.set_column(index, "region", pa.array(regions, pa.string())), path)
+        return path
+
     def files(self, source: str, epoch: int, worker: int) -> list[Path]:
         """The files one worker sends for one epoch, in order (the late part last)."""
         if source == "accounts":
@@ -153,6 +166,15 @@ ORACLE_SQL = {
 }
 
 
+QUARANTINE_SQL = {
+    "valid_cards": """
+        SELECT 'c' || payment_id AS movement_id, account_id, -amount_cents AS amount_cents,
+               merchant_category AS category
+        FROM cards WHERE epoch = $e AND amount_cents <= 0 AND merchant_category IS NOT NULL""",
+}
+"""The rows each stage's ``drop`` expectations keep out of its output at an epoch."""
+
+
 BALANCES_AS_OF_SQL = """
     SELECT account_id, sum(amount_cents) AS balance_cents, count(*) AS movements
     FROM movements WHERE epoch <= $e AND list_contains($accounts, account_id)
@@ -193,8 +215,14 @@ class Oracle:
             """
         )
 
-    def expected(self, stage: str, epoch: int) -> tuple[list[str], list[tuple[Any, ...]]]:
-        cursor = self.con.execute(ORACLE_SQL[stage], {"e": epoch})
+    def expected(
+        self, stage: str, epoch: int, *, quarantine: bool = False
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """``(columns, sorted rows)`` of ``stage`` at ``epoch``: its output, or the rows its
+        expectations dropped (``QUARANTINE_SQL``)."""
+        cursor = self.con.execute(
+            (QUARANTINE_SQL if quarantine else ORACLE_SQL)[stage], {"e": epoch}
+        )
         columns = [d[0] for d in cursor.description]
         return columns, sorted(cursor.fetchall(), key=_sort_key)
 

@@ -288,6 +288,8 @@ class Executor:
         ``ExpectationFailed`` (``pipelines.run.expectations``)."""
         if not run.work.expectations:
             return []
+        if produced.checked is not None:  # counted by its write
+            return produced.checked
         paths = [f.path for f in produced.files if f.path]
         if produced.quarantine is not None:
             paths.append(str(produced.quarantine))

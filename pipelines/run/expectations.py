@@ -21,9 +21,10 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
 
 from pipelines.errors import first_line
 from pipelines.run.layout import writer
@@ -36,8 +37,9 @@ from progress.ledger import CheckEntry, CheckRecord
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-DROPPED = "_epochgate_dropped"
-"""The column a split write partitions by: true for a row a ``drop`` expectation removes."""
+FLAG = "_epochgate_fails_"
+"""The columns a checked write partitions by, one per expectation (``FLAG0``, ``FLAG1``...):
+true for a row that fails it."""
 
 
 @dataclass(frozen=True)
@@ -117,38 +119,68 @@ def failing(e: Expectation) -> Column:
     return F.count(F.lit(1)).over(group) > 1
 
 
+@dataclass(frozen=True)
+class Written:
+    """What a checked write made: the quarantine directory (when a ``drop`` expectation
+    removed rows) and the count of each expectation."""
+
+    quarantine: Path | None
+    checked: list[CheckEntry]
+
+
 def write(
     df: DataFrame,
     expectations: Sequence[Expectation],
     key: Sequence[str] | None,
     path: Path,
-) -> Path | None:
-    """Write ``df`` to ``path``, the rows a ``drop`` expectation fails to its quarantine
-    directory (returned; None when no expectation drops)."""
-    dropping = drops(expectations)
-    if not dropping:
+) -> Written:
+    """Write ``df`` to ``path``, checked: one Spark job writes it partitioned by one flag per
+    expectation (true for a failing row), so each combination of flags is a directory whose
+    footers count its rows, and no job counts them again. The rows no ``drop`` expectation
+    fails become the attempt at ``path``, the others its quarantine. A ``fail`` expectation
+    with failing rows removes both and raises ``ExpectationFailed`` with the counts."""
+    if not expectations:
         writer(df, key).parquet(str(path))
         fill_empty(path, df)
-        return None
-
-    flag = reduce(lambda a, b: a | b, [failing(e) for e in _checked(df, dropping)])
-    marked = df.withColumn(DROPPED, flag)
+        return Written(None, [])
+    flags = [f"{FLAG}{i}" for i in range(len(expectations))]
+    marked = df.select(
+        "*", *[failing(e).alias(f) for e, f in zip(_checked(df, expectations), flags, strict=True)]
+    )
     split = path.with_name(f"{path.name}.split")
-    quarantine = quarantine_dir(path)
+    quarantine = quarantine_dir(path) if drops(expectations) else None
+    dropping = [i for i, e in enumerate(expectations) if e.on_fail is OnFail.DROP]
+    rows = 0
+    failing_rows = [0] * len(expectations)
     try:
-        writer(marked, (DROPPED, *(key or ())), partition=DROPPED).parquet(str(split))
-        for part in split.glob(f"{DROPPED}=*"):
-            target = quarantine if part.name.endswith("=true") else path
-            os.replace(part, target)
+        writer(marked, (*flags, *(key or ())), partition=flags).parquet(str(split))
+        for n, leaf in enumerate(sorted(split.glob("/".join(["*"] * len(flags))))):
+            values = [part.endswith("=true") for part in leaf.relative_to(split).parts]
+            count = sum(pq.ParquetFile(f).metadata.num_rows for f in leaf.glob("*.parquet"))
+            rows += count
+            for i, failed in enumerate(values):
+                failing_rows[i] += count if failed else 0
+            target = quarantine if any(values[i] for i in dropping) else path
+            assert target is not None
+            target.mkdir(parents=True, exist_ok=True)
+            for f in leaf.glob("*.parquet"):
+                os.replace(f, target / f"{n:04d}-{f.name}")
         fill_empty(path, df)
-        fill_empty(quarantine, df)
+        if quarantine is not None:
+            fill_empty(quarantine, df)
+        results = [
+            CheckEntry(e.name, e.on_fail.value, rows, failing_rows[i])
+            for i, e in enumerate(expectations)
+        ]
+        _stop(expectations, results)
     except BaseException:
         for written in (path, quarantine):
-            shutil.rmtree(written, ignore_errors=True)
+            if written is not None:
+                shutil.rmtree(written, ignore_errors=True)
         raise
     finally:
         shutil.rmtree(split, ignore_errors=True)
-    return quarantine
+    return Written(quarantine, results)
 
 
 def check(
@@ -175,17 +207,16 @@ def check(
         CheckEntry(e.name, e.on_fail.value, int(row["rows"]), int(row[f"f{i}"] or 0))
         for i, e in enumerate(expectations)
     ]
-    stopped = [
-        (e, r)
-        for e, r in zip(expectations, results, strict=True)
-        if e.on_fail is OnFail.FAIL and r.rows_failing
-    ]
-    if stopped:
-        e, r = stopped[0]
-        raise ExpectationFailed(
-            sentences.expectation_failed(e.name, r.rows_failing, r.rows_checked), results
-        )
+    _stop(expectations, results)
     return results
+
+
+def _stop(expectations: Sequence[Expectation], results: Sequence[CheckEntry]) -> None:
+    """Raise ``ExpectationFailed`` for the first ``fail`` expectation with failing rows."""
+    for e, r in zip(expectations, results, strict=True):
+        if e.on_fail is OnFail.FAIL and r.rows_failing:
+            cause = sentences.expectation_failed(e.name, r.rows_failing, r.rows_checked)
+            raise ExpectationFailed(cause, results)
 
 
 def _checked(df: DataFrame, expectations: Sequence[Expectation]) -> Sequence[Expectation]:

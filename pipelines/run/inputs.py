@@ -275,7 +275,7 @@ class SourceInput:
             msg = f"cannot read the data: {first_line(err)}"
             raise InputValidationError(self.source, epoch, msg, file=file) from err
         try:
-            quarantine = expectations.write(frame, self._expectations, self._sort_key, path)
+            written = expectations.write(frame, self._expectations, self._sort_key, path)
         except ExpectationFailed as err:
             raise InputValidationError(self.source, epoch, err.cause, file=file) from err
         except Exception as err:
@@ -284,15 +284,9 @@ class SourceInput:
             raise InputValidationError(self.source, epoch, msg, file=file) from err
         rows, size = rt.store.stats(path)
         staged = Staged(MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size))
-        if quarantine is not None:
-            staged.quarantine = (str(quarantine), *rt.store.stats(quarantine))
-        if self._expectations:
-            written = [str(path)] + ([str(quarantine)] if quarantine is not None else [])
-            try:
-                staged.checked = expectations.check(rt.spark, self._expectations, written)
-            except ExpectationFailed as err:
-                staged.remove()
-                raise InputValidationError(self.source, epoch, err.cause, file=file) from err
+        staged.checked = written.checked
+        if written.quarantine is not None:
+            staged.quarantine = (str(written.quarantine), *rt.store.stats(written.quarantine))
         return staged
 
     @property

@@ -96,17 +96,17 @@ def write_sorted(table: pa.Table, key: Sequence[str], path: Path) -> None:
 
 
 def writer(
-    df: DataFrame, key: Sequence[str] | None, *, partition: str | None = None
+    df: DataFrame, key: Sequence[str] | None, *, partition: Sequence[str] = ()
 ) -> DataFrameWriter:
     """The writer of ``df`` as a message: as it is, or with ``key`` sorted within each file, in
     small row groups of small pages (Spark's Parquet writer adds the page index itself).
-    ``partition``: a column to write one directory per value of (then ``key`` starts with it,
-    so the sort the partitioned write needs keeps the key's order within it)."""
+    ``partition``: columns to write one directory per value of (then ``key`` starts with them,
+    so the sort a partitioned write needs keeps the key's order within each directory)."""
     if not key:
         return df.write
     out = df.sortWithinPartitions(*key).write
-    if partition is not None:
-        out = out.partitionBy(partition)
-    if list(key) == [partition]:
+    if partition:
+        out = out.partitionBy(*partition)
+    if list(key) == list(partition):
         return out
     return out.option("parquet.block.size", ROW_GROUP_BYTES).option("parquet.page.size", PAGE_BYTES)

@@ -28,7 +28,8 @@ def plan_work(
     carries: AbstractSet[str] = frozenset(),
 ) -> dict[int, tuple[str, ...]]:
     """Per epoch, the stages to run there, in the status order (upstream first): those ready or
-    stale, except stages already in flight at that epoch.
+    stale, except stages already in flight at that epoch and those whose last run there failed
+    with no input changed since (it would fail the same way).
 
     A stage in ``carries`` keeps state from epoch to epoch, so it gets one epoch at a time, and
     none while a run of it is in flight: its earliest stale epoch (revising it recomputes every
@@ -46,7 +47,8 @@ def plan_work(
     for s in statuses:
         if s.is_input:
             continue
-        epochs = [t for t in (*s.ready, *s.stale) if isinstance(t, int)]
+        failed = {f.time for f in s.failed if not f.input_changed}  # would fail again
+        epochs = [t for t in (*s.ready, *s.stale) if isinstance(t, int) and t not in failed]
         if s.stage in carries:
             if s.stage in busy:
                 continue

@@ -21,7 +21,7 @@ from pipelines.spark.footers import parts, spark_schema
 from pipelines.spark.session import LazySpark
 from pipelines.stages.expectations import Expectation
 from progress import Time
-from progress.ledger import Ledger, MessageRef
+from progress.ledger import CheckEntry, Ledger, MessageRef
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -72,6 +72,8 @@ class Produced:
     quarantine: Path | None = None
     """Where the rows its ``drop`` expectations removed were written, if any were
     (``pipelines.run.expectations``)."""
+    checked: list[CheckEntry] | None = None
+    """Its expectations' counts when its write made them; None: count its files."""
 
 
 @dataclass
@@ -186,12 +188,13 @@ class StageWork:
             raise TypeError(f"the stage function returned {type(df).__name__}, not a DataFrame")
         path = self.attempt_dir()
         try:
-            quarantine = expectations.write(df, self.expectations, self.sort_key, path)
+            written = expectations.write(df, self.expectations, self.sort_key, path)
             rows, size = self.store.stats(path)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)
             raise
-        return Produced((Written(str(path), rows, size),), path, quarantine=quarantine)
+        files = (Written(str(path), rows, size),)
+        return Produced(files, path, quarantine=written.quarantine, checked=written.checked)
 
     @property
     def drops(self) -> bool:

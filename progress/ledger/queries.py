@@ -12,6 +12,7 @@ from progress import sentences
 from progress.errors import InvalidTimeError
 from progress.ledger.records import (
     BatchRecord,
+    Failure,
     History,
     Hold,
     MessageRecord,
@@ -74,7 +75,7 @@ def holds(s: Session, pipeline: str, tracker: Tracker, stage: str, time: Time) -
     for (node, t), found in waiting.items():  # one line per stage, whatever its ports
         count = sum(b.count for b in found)
         if (node, t) in failed:
-            text = sentences.failed_run(node, t, failed[node, t])
+            text = failed[node, t].text
         elif node == stage:
             text = sentences.must_first_run(stage, t, count)
         else:
@@ -82,28 +83,34 @@ def holds(s: Session, pipeline: str, tracker: Tracker, stage: str, time: Time) -
         out.append(Hold(found[0], text))
     if (stage, time) in failed and (stage, time) not in waiting:  # ready, and its run failed
         own = Target(stage, 0)
-        out.append(
-            Hold(
-                Blocker(own, time, 1, own, time),
-                sentences.failed_run(stage, time, failed[stage, time]),
-            )
-        )
+        out.append(Hold(Blocker(own, time, 1, own, time), failed[stage, time].text))
     return out
 
 
-def failures(s: Session, pipeline: str) -> dict[tuple[str, Time], str]:
-    """The ``(stage, time)`` whose last run failed (no run of it has started since), with the
-    failure's cause."""
+def failures(s: Session, pipeline: str) -> dict[tuple[str, Time], Failure]:
+    """The ``(stage, time)`` whose last run failed (no run of it has started since): the
+    failure's sentence, and whether an input may have changed since (a send, a correction or
+    a revision at that epoch or before was committed after the run started)."""
     rows = s.rows(
-        "SELECT stage, t0, t1, status, error FROM runs WHERE pipeline = ? "
-        "QUALIFY row_number() OVER (PARTITION BY stage, t0, t1 ORDER BY started_at DESC) = 1",
-        [pipeline],
+        """
+        WITH last AS (
+            SELECT stage, t0, t1, status, error, started_at FROM runs WHERE pipeline = ?
+            QUALIFY row_number() OVER (PARTITION BY stage, t0, t1 ORDER BY started_at DESC) = 1
+        )
+        SELECT stage, t0, t1, error, EXISTS (
+            SELECT 1 FROM batches b
+            WHERE b.pipeline = ? AND b.t0 <= l.t0 AND b.committed_at > l.started_at
+            AND (b.origin IN ('send', 'correction') OR b.run_kind = 'revision')
+        ) FROM last l WHERE status = ?
+        """,
+        [pipeline, pipeline, RunStatus.FAILED.value],
     )
-    return {
-        (stage, time_from_columns(t0, t1)): error or "no cause recorded"
-        for stage, t0, t1, status, error in rows
-        if status == RunStatus.FAILED.value
-    }
+    out: dict[tuple[str, Time], Failure] = {}
+    for stage, t0, t1, error, changed in rows:
+        t = time_from_columns(t0, t1)
+        text = sentences.failed_run(stage, t, error or "no cause recorded")
+        out[stage, t] = Failure(t, text, bool(changed))
+    return out
 
 
 def _source_holds(s: Session, pipeline: str, b: Blocker) -> list[Hold]:
@@ -358,7 +365,7 @@ def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[S
         if waiting:
             held = tuple(holds(s, pipeline, snapshot, name, waiting[0]))
         failed = tuple(
-            (t, sentences.failed_run(name, t, last_failed[stage, t]))
+            last_failed[stage, t]
             for stage, t in sorted(last_failed, key=lambda st: time_to_columns(st[1]))
             if stage == name
         )

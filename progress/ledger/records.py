@@ -225,6 +225,17 @@ class VerifyReport:
 
 
 @dataclass(frozen=True)
+class Failure:
+    """The last run of a stage at ``time`` failed: why, in the sentence shown to people
+    (``progress.sentences.failed_run``), and whether an input may have changed since (then
+    running it again may succeed; else it would fail the same way)."""
+
+    time: Time
+    text: str
+    input_changed: bool
+
+
+@dataclass(frozen=True)
 class StageStatus:
     """Where one stage stands: its input frontier and its epochs by state."""
 
@@ -244,9 +255,8 @@ class StageStatus:
     rounds: tuple[Time, ...] = field(default=())
     """For an iterative stage: ``Product(epoch, round)`` of each epoch whose rounds have
     started and not finished (the round a new run resumes from)."""
-    failed: tuple[tuple[Time, str], ...] = field(default=())
-    """Each epoch whose last run failed (until a run of it succeeds), with the sentence that
-    says why (``progress.sentences.failed_run``)."""
+    failed: tuple[Failure, ...] = field(default=())
+    """Each epoch whose last run failed (until a run of it starts again)."""
 
 
 @dataclass(frozen=True)

@@ -97,12 +97,26 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
         "evictions": "1",
     }
 
-    summary = re.search(r"(\d+) Dagster runs launched, (\d+) succeeded", out)
+    # Epoch 1's accounts file misses regions: enriched fails its expectation, the sensor holds
+    # the epoch naming it (and does not run it again), the correction lets it run.
+    bad = out.split("epoch 1: sending (an accounts file with regions missing)")[1]
+    assert re.search(
+        r"run \w{8} epoch 1 \(.*enriched.*\): FAILED after .*: stage 'enriched', epoch 1 failed: "
+        r"expectation region_known failed on \d+ of \d+ rows",
+        bad,
+    ), bad
+    assert "Epoch 1 waits: stage enriched epoch 1 failed: expectation region_known" in bad
+    assert "correcting accounts at epoch 1 with the right file" in bad
+    assert re.search(r"run \w{8} epoch 1 \(enriched, region_totals\): succeeded", bad), bad
+    assert "enriched.region_known (fail): 0 of " in out
+    assert "valid_cards.debit (drop): " in out
+
+    summary = re.search(r"(\d+) Dagster runs launched, (\d+) succeeded \(1 failed as meant\)", out)
     assert summary is not None, out
     launched = int(summary[1])
-    # A run per epoch, one more for the held epoch (its wires ran while its cards waited), and
-    # the upquery run.
-    assert launched == int(summary[2]) == 3 + 1 + 1
+    # A run per epoch (epoch 1's failed), one more for the held epoch (its wires ran while its
+    # cards waited), the upquery run, and epoch 1's run after the correction.
+    assert launched == int(summary[2]) + 1 == 3 + 1 + 1 + 1
     assert "8 stages x 3 epochs verified" in out
     assert "\nledger: ok (" in out
 
@@ -114,6 +128,9 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
     with dg.DagsterInstance.from_config(str(home)) as instance:
         runs = instance.get_runs()
         assert len(runs) == launched
+        (failed,) = [r for r in runs if r.status == dg.DagsterRunStatus.FAILURE]
+        assert failed.tags[PARTITION_TAG] == epoch_key(1)
+        runs = [r for r in runs if r is not failed]
         assert {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}
         (upquery,) = [r for r in runs if r.job_name == "bank_upquery"]
         assert upquery.tags[SENSOR_NAME_TAG] == "bank_upqueries"
@@ -125,6 +142,21 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
         for stage in STAGES:
             found = instance.get_materialized_partitions(stage_key("bank", stage))
             assert found == {epoch_key(e) for e in range(3)}, stage
+        # The expectations are asset checks per partition: region_known failed at epoch 1,
+        # then passed there after the correction; it passed at every other epoch.
+        key = dg.AssetCheckKey(stage_key("bank", "enriched"), "region_known")
+        history = instance.event_log_storage.get_asset_check_execution_history(key, limit=20)
+        by_epoch: dict[str | None, list[str]] = {}
+        for record in reversed(history):  # oldest first
+            by_epoch.setdefault(record.partition, []).append(record.status.value)
+        assert by_epoch == {
+            epoch_key(0): ["SUCCEEDED"],
+            epoch_key(1): ["FAILED", "SUCCEEDED"],
+            epoch_key(2): ["SUCCEEDED"],
+        }
+        debit = dg.AssetCheckKey(stage_key("bank", "valid_cards"), "debit")
+        drops = instance.event_log_storage.get_asset_check_execution_history(debit, limit=20)
+        assert {r.partition for r in drops} == {epoch_key(e) for e in range(3)}
     ledger = Ledger(state / "demo" / "ledger.duckdb")
     assert all(s.done == (0, 1, 2) for s in ledger.status("bank") if not s.is_input)
 

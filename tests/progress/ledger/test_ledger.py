@@ -120,7 +120,12 @@ def test_status_and_history(ledger: Ledger) -> None:
         "source card_payments, worker 2, still holds epoch 1",
         "stage validate epoch 1 failed: boom",  # its last run, until one succeeds
     ]
-    assert status["validate"].failed == ((1, "stage validate epoch 1 failed: boom"),)
+    (failed,) = status["validate"].failed
+    assert (failed.time, failed.text, failed.input_changed) == (
+        1,
+        "stage validate epoch 1 failed: boom",
+        False,
+    )
     history = ledger.history("bank", "validate", 1)
     assert [(r.status, r.error) for r in history.runs] == [("failed", "boom")]
     done = ledger.history("bank", "validate", 0)
@@ -128,6 +133,9 @@ def test_status_and_history(ledger: Ledger) -> None:
     assert [m.attempt for m in done.messages] == ["a:validate:0"]
     sent = ledger.history("bank", "card_payments", 1)
     assert len(sent.messages) == 3
+    ledger.correct("bank", "card_payments", 0, MessageEntry("card_payments", 0, 1, "m1.0b"))
+    (failed,) = {s.stage: s for s in ledger.status("bank")}["validate"].failed
+    assert failed.input_changed  # a correction at its epoch, after the failed run
 
 
 def test_a_replacing_message_supersedes_the_old_attempt(ledger: Ledger) -> None:
