@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.run.file_inputs import SPARK_TYPE_OF_ARROW
+from pipelines.run.file_inputs import NanosecondsError, spark_type
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -36,8 +37,11 @@ def parquet_table_schema(directory: str | Path) -> dg.TableSchema | None:
     if not parts:
         return None
     arrow = pq.read_schema(parts[0])
-    return dg.TableSchema(
-        columns=[
-            dg.TableColumn(f.name, SPARK_TYPE_OF_ARROW.get(str(f.type), str(f.type))) for f in arrow
-        ]
-    )
+    return dg.TableSchema(columns=[dg.TableColumn(f.name, _type_name(f.type)) for f in arrow])
+
+
+def _type_name(t: pa.DataType) -> str:
+    try:
+        return spark_type(t) or str(t)
+    except NanosecondsError:
+        return str(t)

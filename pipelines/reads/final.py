@@ -47,7 +47,7 @@ class Finality:
         return [
             sentences.stale_output(name, at)
             for name, at in stale
-            if self._changes((name, at), stage, epoch)
+            if self.changes((name, at), stage, epoch)
         ]
 
     def closed(self, stage: str) -> bool:
@@ -88,7 +88,7 @@ class Finality:
                 found = [sentences.stage_not_run(stage, epoch, _waiting(tracker, stage, epoch))]
         return found or [sentences.stage_holds(stage, epoch)]
 
-    def _changes(self, stale: tuple[str, Time], stage: str, epoch: Time) -> bool:
+    def changes(self, stale: tuple[str, Time], stage: str, epoch: Time) -> bool:
         """Whether re-running the stale output ``stale`` (a run of ``name`` at ``at``) can
         change ``stage``'s output at ``epoch``: it is ``stage`` or a stage above it, and its
         output reaches ``epoch`` (shifted by the delays on the way), or an earlier epoch when

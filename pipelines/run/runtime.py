@@ -27,6 +27,7 @@ from pipelines.capture import follower as capture_follower
 from pipelines.capture import log as capture_log
 from pipelines.capture import sync as capture
 from pipelines.capture.replay import replay
+from pipelines.capture.start import start_capture
 from pipelines.capture.sync import CaptureStatus
 from pipelines.errors import (
     BackfillIncompleteError,
@@ -43,7 +44,7 @@ from pipelines.results import RunResult, RunStatus
 from pipelines.run.epochs import stage_epoch
 from pipelines.run.executor import Admitted, Executor, Worked, raise_during, run_key
 from pipelines.run.expectations import ExpectationResult
-from pipelines.run.inputs import SourceInput, source_worker
+from pipelines.run.inputs import SourceInput
 from pipelines.run.iteration import RoundCallback
 from pipelines.run.kinds import run_of
 from pipelines.run.revisions import above, next_revision
@@ -55,7 +56,7 @@ from pipelines.stages.families import lock_name
 from pipelines.stages.kinds import SinkStage
 from pipelines.stages.pipeline import Pipeline
 from progress import Target, Time, Tracker
-from progress.errors import CaptureError, LedgerStorageError
+from progress.errors import LedgerStorageError
 from progress.ledger import Ledger, PendingUpquery, StageStatus
 from state_store import KeyedState
 
@@ -282,12 +283,25 @@ class Runtime:
                 raise
             finished = self.executor.finish(worked) if worked is not None else None
             tracker = self.ledger.tracker(self.pipeline.name)
-            while ready := [(s, t) for s, t in self.ready(tracker) if s not in failed]:
+            stale = [(s, t) for s, t in self.stale() if s not in failed]
+            while ready := [
+                (s, t)
+                for s, t in self.ready(tracker)
+                if s not in failed and not self._behind(s, t, stale)
+            ]:
                 try:
                     return finished, self.executor.admit(*ready[0], tracker=tracker), []
                 except StageFailedError as err:
                     failed[ready[0][0]] = err
-            return finished, None, [(s, t) for s, t in self.stale() if s not in failed]
+            return finished, None, stale
+
+    def _behind(self, stage: str, epoch: Time, stale: list[tuple[str, Time]]) -> bool:
+        """Whether re-running a stale output above ``stage`` would change what its run at
+        ``epoch`` reads: it waits for that re-run rather than read what is about to change."""
+        finality = self._outputs.finality
+        return any(
+            name != stage and finality.changes((name, at), stage, epoch) for name, at in stale
+        )
 
     @contextmanager
     def _settled(self) -> Iterator[None]:
@@ -495,42 +509,15 @@ class Runtime:
         messages already committed at epochs still open are recorded too). From now on every
         commit that changes the stream appends its events (``pipelines.capture.sync``). Returns
         where the capture stands after its first sync."""
-        p = self.pipeline.name
-        if worker is not None:
-            source_worker(self.pipeline, stage, worker)
-        else:
-            self.pipeline.stage(stage)
-        if from_epoch is not None and (type(from_epoch) is not int or from_epoch < 0):
-            raise CaptureError(p, str(into), f"from_epoch {from_epoch!r} is not an epoch")
-        if not self.pipeline.stage(stage).materialize:
-            raise CaptureError(
-                p,
-                str(into),
-                "it is a transform that is not materialized (materialize=False): its messages "
-                "hold no data to record; nothing was recorded",
-                stage=stage,
-            )
-        schema = self.executor.schema_of(stage)
-        if schema is None:
-            raise CaptureError(
-                p,
-                str(into),
-                "its columns are not known yet (no declared schema, no data); nothing was recorded",
-                stage=stage,
-            )
-        directory = Path(into).resolve()
-        header = capture_log.new_header(p, stage, worker=worker, schema=schema.json())
-        with capture.new_log(directory, header):
-            record = self.ledger.start_capture(
-                p,
-                stage,
-                directory=str(directory),
-                stream=header.stream,
-                worker=worker,
-                from_epoch=from_epoch,
-            )
-            capture.sync_locked(self.ledger, record, directory)
-        return capture.status(self.ledger, record)
+        return start_capture(
+            self.pipeline,
+            self.ledger,
+            self.executor.schema_of,
+            stage,
+            into,
+            from_epoch=from_epoch,
+            worker=worker,
+        )
 
     def stop_capture(self, into: str | Path) -> CaptureStatus:
         """Bring the capture into ``into`` up to the ledger one last time, then stop it: its

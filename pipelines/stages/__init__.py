@@ -10,6 +10,7 @@ What a kind does when it runs is the runtime's (``pipelines.run.kinds``).
 from __future__ import annotations
 
 from pipelines.stages.aggregate import AggregateFunction, AggregateStage, Aggregation
+from pipelines.stages.expectations import Expectation, OnFail
 from pipelines.stages.functions import RoundStep, StateUpdate, Transform
 from pipelines.stages.kinds import (
     DimensionStage,
@@ -47,4 +48,6 @@ __all__ = [
     "Transform",
     "RoundStep",
     "StateUpdate",
+    "Expectation",
+    "OnFail",
 ]

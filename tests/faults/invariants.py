@@ -14,6 +14,10 @@ writes a line for each problem it finds; a campaign asserts ``tally.problems == 
   and the oracle.
 - ``check_capture``: the capture of ``movements`` is a valid stream holding, at each epoch,
   exactly the rows the ledger has committed there.
+- ``check_expectations``: each expectation has one result for each current attempt of its
+  stage (none lost, none counted twice), a result marked committed only for an attempt the
+  ledger committed (a killed run records nothing), and the quarantine of ``valid_cards`` at
+  every epoch equals the oracle's rows, its count the expectation's failing rows.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from typing import Any
 import duckdb
 
 from pipelines.capture import log as capture_log
-from pipelines.examples.bank_data import ORACLE_SQL, Oracle
+from pipelines.examples.bank_data import ORACLE_SQL, QUARANTINE_SQL, Oracle
 from pipelines.run.kinds import messages_read
 from pipelines.run.runtime import Runtime
 from progress import less_equal
@@ -201,6 +205,52 @@ def check_outputs(tally: Tally, rt: Runtime, oracle: Oracle, epochs: int) -> Non
             tally.rows_equal(f"{stage} epoch {epoch}", got, expected, subset=partial)
 
 
+def check_recorded(tally: Tally, rt: Runtime) -> None:
+    """A result recorded as committed names an attempt the ledger committed (see the module
+    docs): what a killed run checked is nowhere."""
+    p = rt.pipeline.name
+    for r in rt.expectations():
+        if r.committed:
+            ever = {m.attempt for m in rt.ledger.history(p, r.stage, r.epoch).messages}
+            tally.check(
+                r.attempt in ever,
+                f"{r.stage}.{r.expectation} epoch {r.epoch}: a result of attempt {r.attempt}, "
+                "which the ledger never committed",
+            )
+
+
+def check_expectations(tally: Tally, rt: Runtime, oracle: Oracle) -> None:
+    """Each current attempt's results once, and the quarantine against the oracle."""
+    p = rt.pipeline.name
+    check_recorded(tally, rt)
+    results = rt.expectations()
+    for e in rt.pipeline.expectations():
+        for epoch in rt.ledger.done_epochs(p, e.stage):
+            assert isinstance(epoch, int)
+            for m in rt.ledger.message(p, e.stage, 0, epoch):
+                found = [
+                    r
+                    for r in results
+                    if (r.stage, r.expectation, r.attempt) == (e.stage, e.name, m.attempt)
+                    and r.committed
+                ]
+                tally.check(
+                    len(found) == 1,
+                    f"{e.stage}.{e.name} epoch {epoch}: {len(found)} results of its current "
+                    f"attempt {m.attempt}, not 1",
+                )
+                if e.stage in QUARANTINE_SQL and len(found) == 1:
+                    columns, expected = oracle.expected(e.stage, epoch, quarantine=True)
+                    kept = rt.ledger.quarantine(p, e.stage, [m.attempt])
+                    rows = parquet_rows([f"{q.path}/*.parquet" for q in kept], columns)
+                    tally.rows_equal(f"{e.stage} epoch {epoch} quarantine", rows, expected)
+                    tally.check(
+                        found[0].rows_failing == len(expected),
+                        f"{e.stage}.{e.name} epoch {epoch}: {found[0].rows_failing} failing "
+                        f"rows recorded, the oracle's quarantine has {len(expected)}",
+                    )
+
+
 def check_replayed(tally: Tally, rebank: Runtime, oracle: Oracle, epochs: int) -> None:
     """``rebank``'s ``category_totals`` against the oracle at every epoch it has done."""
     p = rebank.pipeline.name
@@ -268,6 +318,7 @@ def check_after_kill(rt: Runtime, rebank: Runtime | None, before: dict[str, Fron
         if one is not None:
             tally.check(one.ledger.verify(one.pipeline.name).ok, "ledger verify failed")
             check_visible(tally, one)
+    check_recorded(tally, rt)
     return tally
 
 
@@ -284,6 +335,7 @@ def check_all(
     check_moves(tally, before, rt, rebank)
     check_visible(tally, rt)
     check_outputs(tally, rt, oracle, epochs)
+    check_expectations(tally, rt, oracle)
     check_twins(tally, rt, oracle, epochs - 1)
     if home.capture.exists():
         check_capture(tally, rt, home)
