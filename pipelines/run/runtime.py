@@ -36,6 +36,7 @@ from pipelines.errors import (
     StageFailedError,
     StageNotReadyError,
 )
+from pipelines.reads.lag import StageLag, stage_lags, worker_lateness
 from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.reads.outputs import OutputReads
 from pipelines.reads.pending import PendingReads
@@ -57,6 +58,7 @@ from pipelines.stages.kinds import SinkStage
 from pipelines.stages.pipeline import Pipeline
 from progress import Target, Time, Tracker
 from progress.errors import LedgerStorageError
+from progress.lateness import WorkerLateness
 from progress.ledger import Ledger, PendingUpquery, StageStatus
 from state_store import KeyedState
 
@@ -442,6 +444,19 @@ class Runtime:
             self.pipeline.stage(stage)
         records = self.ledger.checks(self.pipeline.name, stage, epoch)
         return [ExpectationResult.of(r) for r in records]
+
+    def lag(self) -> list[StageLag]:
+        """Per stage: its latest final epoch, when its input and its output there became
+        complete and final, the latency between, and its oldest open epoch with its age and
+        what holds it (``pipelines.reads.lag``)."""
+        return stage_lags(self.pipeline.stages, self._outputs.finality, self.ledger)
+
+    def lateness(self, source: str, *, last: int = 20) -> list[WorkerLateness]:
+        """Each worker of ``source``: how long after its first worker it released each of the
+        last ``last`` epochs, median and worst (``progress.lateness``)."""
+        if not self.pipeline.stage(source).is_source:
+            raise PipelineError(f"{source!r} is not a source: only input workers are late")
+        return worker_lateness(self.pipeline.stages, self.ledger, self.pipeline.name, source, last)
 
     def blockers(self, stage_name: str, epoch: Time) -> list[str]:
         """What keeps ``stage_name`` from running ``epoch``, one sentence per holder ("source

@@ -24,6 +24,7 @@ from progress.ledger import (
     registry,
     replays,
     runs,
+    timeline,
     upqueries,
     verify,
     writer,
@@ -46,6 +47,7 @@ from progress.ledger.records import (
     VerifyReport,
 )
 from progress.ledger.sessions import CommitListener, Sessions
+from progress.ledger.timeline import Timeline
 from progress.location import Location
 from progress.run_status import RunStatus
 from progress.timestamp import Time
@@ -296,6 +298,12 @@ class Ledger:
         """Record how a run ended: ``SUCCEEDED``, ``DONE_ALREADY`` or ``FAILED``."""
         with self._sessions.transaction() as s:
             runs.finish_run(s, run_id, status, batch_id, error)
+
+    def timeline(self, pipeline: str) -> Timeline:
+        """The moments recorded for ``pipeline``'s epochs: releases, arrivals, commits
+        (``progress.ledger.timeline``)."""
+        with self._sessions.session() as s:
+            return timeline.read(s, pipeline)
 
     # -- expectations -------------------------------------------------------------------------
 
