@@ -85,13 +85,17 @@ def check_results(
 
 
 def _result(key: dg.AssetKey, e: Expectation, r: ExpectationResult) -> dg.AssetCheckResult:
+    """Passed when no row failed, or when the failing rows were dropped: the asset (what was
+    committed) then meets the expectation, and the metadata counts what was dropped."""
     stops = e.on_fail is OnFail.FAIL
+    dropped = e.on_fail is OnFail.DROP and not r.passed
+    said = f"{r.rows_failing:,} of {r.rows_checked:,} rows dropped into the quarantine"
     return dg.AssetCheckResult(
-        passed=r.passed,
+        passed=r.passed or dropped,
         asset_key=key,
         check_name=e.name,
         severity=dg.AssetCheckSeverity.ERROR if stops else dg.AssetCheckSeverity.WARN,
-        description=None if r.passed else r.describe(),
+        description=said if dropped else (None if r.passed else r.describe()),
         metadata={
             "epoch": dg.MetadataValue.text(str(r.epoch)),
             "rows_checked": r.rows_checked,

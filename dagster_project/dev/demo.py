@@ -48,9 +48,9 @@ from pipelines.errors import ReadPendingError
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, DemoData, Oracle
 from pipelines.examples.demo import (
-    BAD_EPOCH,
     HELD,
     Echo,
+    bad_epoch,
     check_lookup,
     correct_accounts,
     describe_checks,
@@ -257,7 +257,7 @@ def send_epochs(
     expected = 0
     reason = dg.SkipReason()
     for epoch in range(data.epochs):
-        bad = epoch == BAD_EPOCH
+        bad = epoch == bad_epoch(data)
         more = " (an accounts file with regions missing)" if bad else ""
         echo(f"epoch {epoch}: sending{more}, then the sensor ticks and its runs execute")
         send_epoch(rt, data, epoch, bad_accounts=bad)

@@ -31,8 +31,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)
-BAD_EPOCH = 1
-"""The epoch at which the demo sends an accounts file with regions missing (then corrects it)."""
+
+
+def bad_epoch(data: DemoData) -> int | None:
+    """The epoch at which the demo sends an accounts file with regions missing (then corrects
+    it): the first one no worker holds back, so the failure shows at once."""
+    return next((e for e in range(data.epochs) if e != data.late_epoch), None)
+
 
 Echo = Callable[[str], None]
 
@@ -106,7 +111,7 @@ def run_demo(
 
     started = time.perf_counter()
     for epoch in range(epochs):
-        bad = epoch == BAD_EPOCH
+        bad = epoch == bad_epoch(data)
         echo(
             f"epoch {epoch}: sending" + (" (an accounts file with regions missing)" if bad else "")
         )

@@ -60,8 +60,10 @@ def test_the_asset_graph_is_the_pipelines_lineage(tmp_path: Path) -> None:
         assert node.kinds == {"spark"}
         assert node.partitions_def == dg.DynamicPartitionsDefinition(name="bank_epochs")
         assert node.is_materializable == (not stage.is_source), name
-        assert node.check_keys == (set() if stage.is_source else {check_key("bank", name)})
-    assert "Valid card payments become debits" in (
+        expected = {dg.AssetCheckKey(node.key, e.name) for e in pipeline.expectations(name)}
+        expected |= {check_key("bank", name)}
+        assert node.check_keys == (set() if stage.is_source else expected)
+    assert "Card payments with a category become debits" in (
         graph.get(stage_key("bank", "valid_cards")).description or ""
     )
 

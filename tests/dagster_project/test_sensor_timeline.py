@@ -50,7 +50,10 @@ def test_the_sensor_runs_each_epoch_when_ready_and_names_what_holds_it(bank_home
     run = drive.execute(request)
     checks = run.get_asset_check_evaluations()
     assert {c.asset_key for c in checks} == {stage_key("bank", s) for s in STAGES}
-    assert all(c.passed and c.check_name == LEDGER_CHECK for c in checks)
+    assert all(c.passed for c in checks)  # the ledger's, and the expectations'
+    named = {(c.asset_key.path[1], c.check_name) for c in checks}
+    assert named >= {("enriched", "region_known"), ("valid_cards", "debit")}
+    assert {n for _, n in named} == {LEDGER_CHECK, "region_known", "debit"}
     idle = skip_text_of(drive.drive())
     assert idle.startswith(
         "Nothing to run in pipeline bank. "

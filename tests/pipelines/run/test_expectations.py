@@ -122,7 +122,7 @@ def test_each_action_against_the_oracle_and_a_fail_that_a_correction_clears(
     with pytest.raises(EpochNotCompleteError) as held:
         rt.read("by_region", 0)
     assert any(region_fails in b for b in held.value.blockers)
-    assert any(region_fails in text for s in rt.status() for _, text in s.failed)
+    assert any(region_fails in text for s in rt.status() for text in (f.text for f in s.failed))
 
     # warn: movements is committed unchanged (the oracle, with the dropped orders gone) and
     # its counts recorded; the other stages ran.
