@@ -35,7 +35,12 @@ from dagster_project.checks import check_spec, check_stage
 from dagster_project.columns import spark_table_schema
 from dagster_project.delays import delay_notes, delayed_inputs
 from dagster_project.expectations import check_results, expectation_specs
-from dagster_project.metadata import input_frontiers, materialized, state_metadata
+from dagster_project.metadata import (
+    epoch_time_metadata,
+    input_frontiers,
+    materialized,
+    state_metadata,
+)
 from dagster_project.names import (
     BACKFILL_TAG,
     EPOCH_TAG,
@@ -267,7 +272,9 @@ class StageRun:
             done = materialized(self.ledger, self.pipeline, result, frontier if here else ())
             if here:
                 self.context.log.info(result.describe())
-                metadata = done.metadata()
+                metadata = done.metadata() | epoch_time_metadata(
+                    runtime.epoch_times(stage, self.epoch)
+                )
                 if self.pipeline.stage(stage).partial is not None:
                     metadata |= state_metadata(runtime.state_info(stage))
                 faults.reach(FaultPoint.BEFORE_MATERIALIZATION)

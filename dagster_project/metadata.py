@@ -15,6 +15,7 @@ from typing import Any
 import dagster as dg
 
 from dagster_project.columns import parquet_table_schema
+from pipelines.reads.lag import EpochTimes
 from pipelines.reads.lookup import StateInfo
 from pipelines.run.runtime import RunResult
 from pipelines.stages.pipeline import Pipeline, Stage
@@ -179,3 +180,16 @@ def _int(t: Time) -> int:
     if not isinstance(t, int):
         raise TypeError(f"pipeline stages run at int epochs, not {t!r}")
     return t
+
+
+def epoch_time_metadata(times: EpochTimes) -> dict[str, Any]:
+    """When the epoch's input was complete, whether its output is final now and since when,
+    and the latency between (``pipelines.reads.lag``); times in the ledger's clock."""
+    out: dict[str, Any] = {"final": times.final}
+    if times.input_complete_at is not None:
+        out["input_complete_at"] = times.input_complete_at.isoformat(sep=" ")
+    if times.final_at is not None:
+        out["final_at"] = times.final_at.isoformat(sep=" ")
+    if times.latency_seconds is not None:
+        out["latency_seconds"] = round(times.latency_seconds, 3)
+    return out

@@ -109,6 +109,48 @@ def _lag(
     return StageLag(name, latest, complete, final, latency, opened, age, blockers)
 
 
+@dataclass(frozen=True)
+class EpochTimes:
+    """One epoch of one stage, in time: when its input was complete, when its output there
+    was committed, and whether it is final now (then ``final_at`` is the later of the two)."""
+
+    stage: str
+    epoch: int
+    input_complete_at: datetime | None
+    committed_at: datetime | None
+    final: bool
+
+    @property
+    def final_at(self) -> datetime | None:
+        if not self.final:
+            return None
+        found = [t for t in (self.input_complete_at, self.committed_at) if t is not None]
+        return max(found, default=None)
+
+    @property
+    def latency_seconds(self) -> float | None:
+        """From its input's completion to its output's finality."""
+        final = self.final_at
+        if final is None or self.input_complete_at is None:
+            return None
+        return (final - self.input_complete_at).total_seconds()
+
+
+def epoch_times(
+    stages: Mapping[str, Stage], finality: Finality, ledger: Ledger, stage: str, epoch: int
+) -> EpochTimes:
+    """``stage``'s run at ``epoch`` in time (see ``EpochTimes``): the epoch of its output (a
+    delayed stage's is later)."""
+    out = stages[stage].output_time(epoch)
+    assert isinstance(out, int)
+    timeline = ledger.timeline(finality.pipeline)
+    sources = _source_shifts(stages, stage)
+    workers = {s: stages[s].workers for s in sources}
+    complete = _complete_at(timeline.releases, workers, sources, out)
+    final = not finality.holds(stage, out)
+    return EpochTimes(stage, out, complete, timeline.commits.get((stage, out)), final)
+
+
 def _complete_at(
     releases: tuple[Release, ...],
     workers: Mapping[str, int],

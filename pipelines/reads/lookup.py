@@ -25,6 +25,7 @@ from pipelines.reads.key_scan import ScanPlan
 from pipelines.reads.upquery import Host, Upquery
 from pipelines.run.carry import committed_in
 from pipelines.run.epochs import epoch_problem
+from pipelines.spark.footers import spark_schema
 from pipelines.stages.families import chain, followers
 from pipelines.stages.kinds import KeyedStage, Stage
 from progress.sentences import ready_not_run
@@ -132,6 +133,8 @@ class KeyedReads:
         if isinstance(keys, str | bytes) or not isinstance(keys, Sequence):
             raise StateReadError(spec.name, f"keys must be a list of keys: {keys!r}")
         types = declared_key_types(self.rt.pipeline.stages, spec)  # a hit starts no Spark
+        if len(types) < len(spec.key):  # no declaration types a column: its output does
+            types = self._written_key_types(spec) | types
         out: list[Key] = []
         for given in keys:
             key = (given,) if len(spec.key) == 1 else given
@@ -155,6 +158,16 @@ class KeyedReads:
             if key not in out:
                 out.append(key)
         return out
+
+    def _written_key_types(self, spec: KeyedStage) -> dict[str, DataType]:
+        """The key columns' types in the stage's latest output with data, from its Parquet
+        footer (no Spark); none before its first run."""
+        latest = self.rt.ledger.latest_message(self._p, spec.name, 0)
+        schema = spark_schema([latest.path]) if latest is not None and latest.path else None
+        if schema is None:
+            return {}
+        names = schema.fieldNames()
+        return {c: schema[c].dataType for c in spec.key if c in names}
 
     @staticmethod
     def shown(spec: KeyedStage, key: Key) -> Any:

@@ -36,7 +36,7 @@ from pipelines.errors import (
     StageFailedError,
     StageNotReadyError,
 )
-from pipelines.reads.lag import StageLag, stage_lags, worker_lateness
+from pipelines.reads.lag import EpochTimes, StageLag, epoch_times, stage_lags, worker_lateness
 from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo
 from pipelines.reads.outputs import OutputReads
 from pipelines.reads.pending import PendingReads
@@ -450,6 +450,11 @@ class Runtime:
         complete and final, the latency between, and its oldest open epoch with its age and
         what holds it (``pipelines.reads.lag``)."""
         return stage_lags(self.pipeline.stages, self._outputs.finality, self.ledger)
+
+    def epoch_times(self, stage: str, epoch: int) -> EpochTimes:
+        """``stage``'s run at ``epoch`` in time: when its input was complete, its output
+        committed, and whether it is final (``pipelines.reads.lag``)."""
+        return epoch_times(self.pipeline.stages, self._outputs.finality, self.ledger, stage, epoch)
 
     def lateness(self, source: str, *, last: int = 20) -> list[WorkerLateness]:
         """Each worker of ``source``: how long after its first worker it released each of the

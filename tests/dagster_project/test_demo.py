@@ -155,6 +155,18 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
             epoch_key(1): ["SUCCEEDED"],
             epoch_key(2): ["SUCCEEDED"],
         }
+        # Each materialization says whether its epoch is final, since when, and the latency
+        # from its input's completion.
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(
+                asset_key=stage_key("bank", "enriched"), asset_partitions=[epoch_key(1)]
+            ),
+            limit=1,
+        ).records
+        shown = records[0].asset_materialization.metadata  # type: ignore[union-attr]
+        assert shown["final"].value is True
+        assert shown["latency_seconds"].value >= 0
+        assert shown["final_at"].value >= shown["input_complete_at"].value
         debit = dg.AssetCheckKey(stage_key("bank", "valid_cards"), "debit")
         drops = instance.event_log_storage.get_asset_check_execution_history(debit, limit=20)
         assert {r.partition for r in drops} == {epoch_key(e) for e in range(3)}

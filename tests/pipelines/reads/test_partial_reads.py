@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.errors import StateReadError
@@ -164,3 +165,28 @@ def test_a_key_of_the_wrong_type_is_refused_through_a_transform_naming_the_key_a
             "WHERE account = 1"
         ).fetchall()
         assert [r["total"] for r in rt.lookup("totals", [1]).rows] == [total[0]]
+
+
+def test_a_key_of_the_wrong_type_is_refused_when_no_schema_declares_it(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """No declaration types the key (a transform makes it): the type written in the stage's
+    output says it, and the error names the key asked for and that type."""
+    moves = T.StructType(
+        [T.StructField("account", T.LongType()), T.StructField("amount", T.LongType())]
+    )
+    p = Pipeline("written_type")
+    named = p.transform(
+        "named",
+        p.source("moves", schema=moves),
+        fn=lambda df: df.select(F.col("account").cast("string").alias("who"), "amount"),
+    )
+    p.aggregate("totals", named, key=["who"], aggs={"total": ("sum", "amount")})
+    with throwaway_runtime(p, spark, home=tmp_path) as rt:
+        send_epochs(rt, "moves", {0: [(1, 5), (1, 2), (2, 4)]}, close=True)
+        rt.run()
+        with pytest.raises(StateReadError) as raised:
+            rt.lookup("totals", [1])
+        assert str(raised.value).endswith("key column 'who' is string: 1 is not")
+        assert raised.value.key == 1
+        assert [r["total"] for r in rt.lookup("totals", ["1"]).rows] == [7]
