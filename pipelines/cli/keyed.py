@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipelines.cli.context import chosen, registering, runtime
-from pipelines.cli.options import JSON, Commands, command, engine, non_negative, seconds
+from pipelines.cli.options import JSON, WAIT, Commands, command, engine, non_negative
 from pipelines.errors import StateReadError
 from pipelines.reads.lookup import KeyedReads, Lookup, StateInfo, declared_key_types
 from pipelines.stages.families import followers
@@ -307,13 +307,10 @@ def add_commands(commands: Commands) -> None:
         metavar="EPOCH",
         help="the state after this epoch (default: the last the stage has processed)",
     )
-    lookup.add_argument(
-        "--wait",
-        type=seconds,
-        metavar="SECONDS",
-        help="when the stage has not processed --as-of yet, wait this long for another process "
-        "to run it (default: fail at once, naming what holds it; a partial stage's read is then "
-        "recorded as a pending upquery, which the Dagster upquery sensor fills)",
+    WAIT.add(
+        lookup,
+        default_text="fail at once, naming what holds it; a partial stage's read is then "
+        "recorded as a pending upquery, which the Dagster upquery sensor fills",
     )
     JSON.add(lookup)
     evict = command(

@@ -129,6 +129,11 @@ WORKER = Option(
     "0",
 )
 JSON = Option(("--json",), "print JSON instead of text", {"action": "store_true"})
+WAIT = Option(
+    ("--wait",),
+    "wait this long for another process to finish the epoch asked for",
+    {"type": seconds, "metavar": "SECONDS"},
+)
 SOURCE = Option(("source",), "a source of the pipeline")
 STAGE = Option(("stage",), "a stage of the pipeline")
 FILE = Option(("file",), "a Parquet file with the source's columns")

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from pipelines.cli.context import bound
 from pipelines.cli.keyed import plain, shown, table
-from pipelines.cli.options import STAGE, Commands, command, engine, non_negative, seconds
+from pipelines.cli.options import STAGE, WAIT, Commands, command, engine, non_negative
 from pipelines.errors import EpochNotCompleteError, UsageError
 from pipelines.spark._internals import arrow_schema_of
 
@@ -133,13 +133,7 @@ def add_commands(commands: Commands) -> None:
     )
     STAGE.add(read)
     read.add_argument("epoch", type=non_negative, help="the epoch")
-    read.add_argument(
-        "--wait",
-        type=seconds,
-        default=0.0,
-        metavar="SECONDS",
-        help="wait this long for the epoch to become final (default: 0)",
-    )
+    WAIT.add(read, default=0.0, default_text="0: exit at once, saying what holds it")
     read.add_argument(
         "--not-final",
         action="store_true",
