@@ -51,12 +51,15 @@ class Bank:
         """The sources' side (created on first use: it registers the pipeline in the ledger)."""
         return Runtime(bank.pipeline(), self.ledger.ledger(), self.spark, self.ledger.data_root)
 
-    def send_epoch(self, epoch: int, *, hold: bool = False) -> None:
+    def send_epoch(self, epoch: int, *, hold: bool = False, bad_accounts: bool = False) -> None:
         """Every worker sends its files for ``epoch`` and advances past it; with ``hold``, the
-        held worker sends only its first file and keeps the epoch open."""
+        held worker sends only its first file and keeps the epoch open; with ``bad_accounts``,
+        the accounts worker sends a file with regions missing."""
         for source, workers in bank.WORKERS.items():
             for w in range(workers):
                 files = self.data.files(source, epoch, w)
+                if source == "accounts" and bad_accounts:
+                    files = [self.data.without_regions()]
                 if hold and (source, w) == HELD:
                     self.rt.input(source, w).send(files[0])
                     continue

@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 
+from dagster_project.dev.driver import DriveError
 from dagster_project.names import UPQUERY_TAG, stage_key
 from dagster_project.partitions import epoch_key
 from pipelines.errors import ReadPendingError
@@ -32,6 +33,7 @@ pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.browser]
 SENSOR = "bank_upqueries"
 RUNS_SCREENSHOT = REPO / "tests" / "artifacts" / "upquery_runs.png"
 STATE_SCREENSHOT = REPO / "tests" / "artifacts" / "partial_asset.png"
+CHECKS_SCREENSHOT = REPO / "tests" / "artifacts" / "expectation_checks.png"
 FIND_SECONDS = 30.0
 """How long a page of the UI may take to show what is looked for."""
 
@@ -163,3 +165,44 @@ def metadata_value(page: Page, name: str) -> str | None:
         return row.first.locator("td").last.inner_text().strip()
     except PlaywrightError:
         return None
+
+
+def test_the_ui_shows_each_epoch_of_an_expectation_check(
+    bank_home: Bank, webserver: DagsterDev, chromium_executable: str
+) -> None:
+    """Epoch 0's accounts file misses regions: the run of ``enriched`` fails its expectation
+    ``region_known``, and passes after the correction. The check's execution history in the UI
+    shows the failure at partition 0 with the counts, then its pass there."""
+    home, drive = bank_home, bank_home.drive
+    home.send_epoch(0, bad_accounts=True)
+    with pytest.raises(DriveError, match="expectation region_known failed on"):
+        drive.drive()
+    home.rt.input("accounts", 0).correct(0, home.data.files("accounts", 0, 0)[0])
+    drive.drive()
+    assert home.rt.blockers("enriched", 0) == []
+    (stopped,) = [r for r in home.rt.expectations("enriched", 0) if not r.committed]
+    said = stopped.describe()  # what the failed evaluation's description says
+    assert said.startswith("enriched epoch 0: region_known ")
+    assert said.endswith(" rows (fail, run stopped)")
+
+    url = (
+        f"http://127.0.0.1:{webserver.port}/assets/bank/enriched"
+        "?view=checks&checkDetail=region_known"
+    )
+    CHECKS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    with chromium(chromium_executable) as browser:
+        page = browser.new_page(viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
+        try:
+            page.goto(url, wait_until="domcontentloaded")
+            page.get_by_role("tab", name="Execution history").click(timeout=FIND_SECONDS * 1000)
+            seen = [
+                text
+                for text in ("Failed", "Passed", epoch_key(0), said)
+                if shown(page, text, timeout=FIND_SECONDS)
+            ]
+        finally:
+            page.screenshot(path=CHECKS_SCREENSHOT, full_page=True)
+    webserver.check_alive()
+    assert seen == ["Failed", "Passed", epoch_key(0), said], (
+        f"the check's history at {url} shows only {seen} (screenshot: {CHECKS_SCREENSHOT})"
+    )
