@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from pipelines.cli.main import main
 from pipelines.run.runtime import Runtime
 from progress.ledger import Ledger
+from tests.pipelines.cli.places import on
 from tests.pipelines.reads.test_subscription import numbers, write
 
 pytestmark = pytest.mark.spark
@@ -29,14 +30,7 @@ def oracle(files: list[Path]) -> list[tuple[int, int]]:
 def test_read_prints_final_epochs_only_and_tail_prints_each_final_epoch(
     tmp_path: Path, spark: SparkSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    where = [
-        "-p",
-        REF,
-        "--ledger",
-        str(tmp_path / "ledger.duckdb"),
-        "--data",
-        str(tmp_path / "data"),
-    ]
+    where = on(REF, tmp_path)
 
     def cli(*argv: str) -> tuple[int, str, str]:
         code = main([*argv, *where])

@@ -15,6 +15,7 @@ from pipelines.cli.main import main
 from pipelines.errors import PipelineError
 from pipelines.run.runtime import Runtime
 from progress.ledger import Ledger
+from tests.pipelines.cli.places import on
 from tests.pipelines.reads.test_subscription import numbers, write
 
 pytestmark = pytest.mark.spark
@@ -63,14 +64,7 @@ def test_a_late_worker_and_each_stage_lag(
     assert lags["big"].describe().startswith("big: epoch 2 final ")
     assert lags["big"].describe().endswith(": source nums, worker 1, still holds epoch 3")
 
-    where = [
-        "-p",
-        REF,
-        "--ledger",
-        str(tmp_path / "ledger.duckdb"),
-        "--data",
-        str(tmp_path / "data"),
-    ]
+    where = on(REF, tmp_path)
     assert main(["lag", *where]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split() == ["stage", "final", "latency", "open", "open", "for", "held", "by"]
