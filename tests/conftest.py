@@ -26,14 +26,15 @@ def pytest_configure(config: pytest.Config) -> None:
     """In the controller (not in an xdist worker, which inherits its mark and environment),
     before any worker or test starts a process: mark the session's processes and start their
     watchdog; start making the JVMs' class-data archive when the machine has none (every JVM
-    the suite starts once it is there maps it), and give those JVMs the suite's options."""
+    the suite starts once it is there maps it), and give those JVMs (its maker's first) the
+    suite's options."""
     if not hasattr(config, "workerinput"):
         reaper.start()
         from pipelines.spark import jvm
 
+        os.environ.setdefault(jvm.OPTIONS_ENV, FAST_START)  # the archive's maker's JVM too
         if config.option.markexpr != "unit":  # ``make unit`` starts no JVM
             jvm.java_options()  # when missing, made in the background: the first JVMs go without
-        os.environ.setdefault(jvm.OPTIONS_ENV, FAST_START)
 
 
 @pytest.hookimpl(tryfirst=True)

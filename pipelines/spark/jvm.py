@@ -168,10 +168,13 @@ def _lock(fd: int, wait: float | None) -> bool:
 def _dump(partial: Path) -> None:
     """A local session that runs a few jobs of the kinds epochgate runs (Parquet written and
     read, a shuffle, a join) in a child whose JVM writes ``partial`` as it exits; returns once
-    that JVM has exited (it is in the child's process group)."""
+    that JVM has exited (it is in the child's process group). That JVM gets
+    ``$EPOCHGATE_SPARK_JAVA_OPTIONS`` too: the archive holds classes, not compiled code or the
+    heap, so a JVM with other compiler or collector options maps it all the same (the quick
+    compiler and the serial collector take about a quarter off the making's CPU)."""
     with partial.parent.joinpath(partial.name.split(".")[0] + ".log").open("ab") as log:
         child = subprocess.Popen(
-            [sys.executable, "-c", _WORKLOAD, str(partial)],
+            [sys.executable, "-c", _WORKLOAD, str(partial), os.environ.get(OPTIONS_ENV, "")],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
@@ -200,7 +203,9 @@ _WORKLOAD = """
 import sys, tempfile
 from pipelines.spark.session import spark_session
 spark = spark_session("local[2]", {
-    "spark.driver.defaultJavaOptions": "-Xlog:cds=off -XX:ArchiveClassesAtExit=" + sys.argv[1],
+    "spark.driver.defaultJavaOptions": " ".join(
+        [sys.argv[2], "-Xlog:cds=off", "-XX:ArchiveClassesAtExit=" + sys.argv[1]]
+    ),
     "spark.sql.shuffle.partitions": "2",
 })
 with tempfile.TemporaryDirectory() as scratch:
