@@ -34,8 +34,11 @@ from dagster_project.names import (
 from dagster_project.observations import new_observations, read_sources
 from dagster_project.partitions import epoch_key, epoch_partitions, partitions_name
 from dagster_project.resources import LedgerResource
+from pipelines.reads.final import Finality
+from pipelines.reads.lag import stage_lags
 from pipelines.run.kinds import messages_read
 from pipelines.run.planning import chain, plan_work
+from pipelines.run.revisions import above
 from pipelines.stages.clock import Explicit
 from pipelines.stages.kinds import SourceStage
 from pipelines.stages.pipeline import Pipeline
@@ -101,6 +104,8 @@ class Tick:
     inputs: tuple[str, ...] = ()
     """The input workers that hold the earliest open epoch, in plain words (none once every
     input is closed)."""
+    behind: tuple[str, ...] = ()
+    """The stages behind their freshness (``Pipeline.freshness``), in plain words."""
 
     def waiting_lines(self) -> list[str]:
         return [f"epoch {epoch} waits: {'; '.join(holds)}" for epoch, holds in self.held]
@@ -113,6 +118,7 @@ class Tick:
             for epoch, stages in sorted(self.in_flight.items())
         ]
         parts += self.waiting_lines()
+        parts += self.behind
         if not self.held:
             if not self.in_flight:
                 parts.append("nothing waits: every message sent so far has been processed")
@@ -171,7 +177,19 @@ def read_tick(
         tuple((t, tuple(sorted(texts, key=_sources_first))) for t, texts in sorted(held.items())),
         {t: tuple(sorted(s)) for t, s in in_flight.items() if s},
         _open_inputs(statuses),
+        _behind(ledger, pipeline),
     )
+
+
+def _behind(ledger: Ledger, pipeline: Pipeline) -> tuple[str, ...]:
+    """The stages whose oldest open epoch has been open longer than their freshness."""
+    if not pipeline.fresh_within:
+        return ()
+    stages = pipeline.stages
+    above_each = {name: above(stages, name) for name in stages}
+    finality = Finality(stages, above_each, ledger, pipeline.name)
+    lags = stage_lags(stages, finality, ledger, pipeline.fresh_within)
+    return tuple(text for lag in lags if (text := lag.behind_sentence()) is not None)
 
 
 def _checks(pipeline: Pipeline, stages: Sequence[str]) -> tuple[dg.AssetCheckKey, ...]:
@@ -258,6 +276,8 @@ def frontier_sensor(
             return dg.SensorResult(skip_reason=tick.skip_reason(), dynamic_partitions_requests=adds)
         for line in tick.waiting_lines():
             context.log.info(line)
+        for line in tick.behind:
+            context.log.warning(line)
         requests = [w.run_request() for w in tick.work]
         return dg.SensorResult(
             run_requests=requests,

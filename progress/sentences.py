@@ -147,3 +147,15 @@ def failed_run(stage: str, epoch: Time, cause: str) -> str:
     'stage by_region epoch 4 failed: expectation region_known failed on 12 of 20,000 rows'
     """
     return f"stage {stage} {describe_time(epoch)} failed: {cause}"
+
+
+def behind(stage: str, epoch: Time, open_seconds: float, freshness_seconds: float) -> str:
+    """A stage whose oldest open epoch has been open longer than its freshness allows.
+
+    >>> behind("by_region", 8, 400.2, 300)
+    'stage by_region is behind: epoch 8 has been open for 400s, its freshness is 300s'
+    """
+    return (
+        f"stage {stage} is behind: {describe_time(epoch)} has been open for {open_seconds:.0f}s, "
+        f"its freshness is {freshness_seconds:.0f}s"
+    )

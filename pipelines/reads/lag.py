@@ -11,8 +11,8 @@ holds it (the sentences ``status`` gives).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 
 from pipelines.reads.final import Finality
 from pipelines.stages.kinds import Stage
@@ -37,6 +37,15 @@ class StageLag:
     open_seconds: float | None
     """How long ago the first message of ``oldest_open`` arrived (None: none has yet)."""
     blockers: tuple[str, ...]
+    freshness_seconds: float | None = None
+    """Its declared freshness (``Pipeline.freshness``), if any."""
+
+    @property
+    def behind(self) -> bool:
+        """Whether its oldest open epoch has been open longer than its freshness allows."""
+        if self.freshness_seconds is None or self.open_seconds is None:
+            return False
+        return self.open_seconds > self.freshness_seconds
 
     def describe(self) -> str:
         """One line: ``valid: epoch 7 final 0.8s after its input; epoch 8 open for 40.2s: ...``."""
@@ -51,11 +60,29 @@ class StageLag:
             text += f"; epoch {self.oldest_open} open{age}"
             if self.blockers:
                 text += f": {'; '.join(self.blockers)}"
+        if self.behind:
+            text += f" (behind: fresh within {self.freshness_seconds:.0f}s)"
         return text
 
+    def behind_sentence(self) -> str | None:
+        """``stage valid is behind: epoch 8 has been open for 400s, its freshness is 300s``."""
+        if not self.behind:
+            return None
+        assert self.oldest_open is not None
+        assert self.open_seconds is not None
+        assert self.freshness_seconds is not None
+        return sentences.behind(
+            self.stage, self.oldest_open, self.open_seconds, self.freshness_seconds
+        )
 
-def stage_lags(stages: Mapping[str, Stage], finality: Finality, ledger: Ledger) -> list[StageLag]:
-    """The lag of every stage of ``stages`` (in definition order)."""
+
+def stage_lags(
+    stages: Mapping[str, Stage],
+    finality: Finality,
+    ledger: Ledger,
+    freshness: Mapping[str, timedelta] | None = None,
+) -> list[StageLag]:
+    """The lag of every stage of ``stages`` (in definition order), with its ``freshness``."""
     p = finality.pipeline
     with ledger.session():
         timeline = ledger.timeline(p)
@@ -67,7 +94,11 @@ def stage_lags(stages: Mapping[str, Stage], finality: Finality, ledger: Ledger) 
             continue
         sources = _source_shifts(stages, name)
         frontier = min((t for t in frontiers[name] if isinstance(t, int)), default=None)
-        out.append(_lag(stage, sources, frontier, timeline, finality))
+        found = _lag(stage, sources, frontier, timeline, finality)
+        within = (freshness or {}).get(name)
+        if within is not None:
+            found = replace(found, freshness_seconds=within.total_seconds())
+        out.append(found)
     return out
 
 

@@ -449,7 +449,8 @@ class Runtime:
         """Per stage: its latest final epoch, when its input and its output there became
         complete and final, the latency between, and its oldest open epoch with its age and
         what holds it (``pipelines.reads.lag``)."""
-        return stage_lags(self.pipeline.stages, self._outputs.finality, self.ledger)
+        stages, freshness = self.pipeline.stages, self.pipeline.fresh_within
+        return stage_lags(stages, self._outputs.finality, self.ledger, freshness)
 
     def epoch_times(self, stage: str, epoch: int) -> EpochTimes:
         """``stage``'s run at ``epoch`` in time: when its input was complete, its output

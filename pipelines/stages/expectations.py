@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 
 from pipelines.errors import PipelineDefinitionError
@@ -134,3 +135,23 @@ def _unique(unique: object, columns: tuple[str, ...] | None) -> tuple[str | None
             f"(its columns: {', '.join(columns or ())})"
         ), names
     return None, names
+
+
+def check_freshness(pipeline: str, stage: Stage, within: object) -> timedelta:
+    """A stage's freshness: a positive ``timedelta``, on a stage with output epochs."""
+    if not isinstance(within, timedelta) or within <= timedelta(0):
+        raise PipelineDefinitionError(
+            pipeline,
+            stage.name,
+            f"within must be a positive timedelta, not {within!r}",
+            argument="within",
+        )
+    if not stage.outputs:
+        raise PipelineDefinitionError(
+            pipeline,
+            stage.name,
+            "a sink has no epochs of its own to fall behind with: give the freshness to the "
+            "stage it publishes",
+            argument="stage",
+        )
+    return within

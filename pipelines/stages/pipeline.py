@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineDefinitionError, UnknownStageError
@@ -43,9 +44,10 @@ from pipelines.stages.clock import (
     EpochClock,
     Explicit,
 )
-from pipelines.stages.expectations import Expectation, OnFail, expectation
+from pipelines.stages.expectations import Expectation, OnFail, check_freshness, expectation
 from pipelines.stages.families import check_reader
 from pipelines.stages.functions import RoundStep, StateUpdate, Transform
+from pipelines.stages.graph import compile_graph
 from pipelines.stages.kinds import (
     DEFAULT_MAX_ROUNDS,
     DimensionStage,
@@ -62,7 +64,7 @@ from pipelines.stages.kinds import (
 )
 from pipelines.stages.partial import PartialState, partial_setting
 from pipelines.stages.replayed import ReplayStage
-from progress import CycleError, Delay, Graph, GraphBuilder, Source, Target
+from progress import Graph
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -94,6 +96,7 @@ class Pipeline:
         self._stages: dict[str, Stage] = {}
         self._feedback: dict[str, str | None] = {}
         self._expectations: dict[str, tuple[Expectation, ...]] = {}
+        self._freshness: dict[str, timedelta] = {}
         self._compiled: Graph | None = None
 
     # -- definition ----------------------------------------------------------------------------
@@ -489,11 +492,7 @@ class Pipeline:
         """Check every epoch of ``stage``'s output: ``condition`` (Spark SQL, true for a good
         row) or ``unique`` columns; a failing row warns, is dropped into the stage's
         quarantine, or fails the run (``on_fail``: see ``pipelines.stages.expectations``)."""
-        if isinstance(stage, Stream) and stage.pipeline != self.name:
-            raise PipelineDefinitionError(
-                self.name, stage.stage, f"belongs to pipeline {stage.pipeline!r}", argument="stage"
-            )
-        target = self.stage(stage.stage if isinstance(stage, Stream) else stage)
+        target = self._named(stage)
         taken = [e.name for e in self._expectations.get(target.name, ())]
         made = expectation(
             self.name,
@@ -513,6 +512,24 @@ class Pipeline:
         if stage is not None:
             return self._expectations.get(self.stage(stage).name, ())
         return tuple(e for found in self._expectations.values() for e in found)
+
+    def freshness(self, stage: Stream | str, within: timedelta) -> None:
+        """``stage`` is behind when its oldest epoch that is not final has been open longer
+        than ``within`` (``Runtime.lag``; the frontier sensor names it)."""
+        target = self._named(stage)
+        self._freshness[target.name] = check_freshness(self.name, target, within)
+
+    @property
+    def fresh_within(self) -> Mapping[str, timedelta]:
+        """Each stage's declared freshness."""
+        return dict(self._freshness)
+
+    def _named(self, stage: Stream | str) -> Stage:
+        if isinstance(stage, Stream) and stage.pipeline != self.name:
+            raise PipelineDefinitionError(
+                self.name, stage.stage, f"belongs to pipeline {stage.pipeline!r}", argument="stage"
+            )
+        return self.stage(stage.stage if isinstance(stage, Stream) else stage)
 
     # -- compiled form -------------------------------------------------------------------------
 
@@ -536,35 +553,8 @@ class Pipeline:
         """The progress graph: one node per stage, one output port each (none for sinks);
         compiled once per definition."""
         if self._compiled is None:
-            self._compiled = self._compile()
+            self._compiled = compile_graph(self.name, self._stages, self._feedback)
         return self._compiled
-
-    def _compile(self) -> Graph:
-        for name, source in self._feedback.items():
-            if source is None:
-                raise PipelineDefinitionError(self.name, name, "feedback was never connected")
-        builder = GraphBuilder()
-        for stage in self._stages.values():
-            outputs = stage.outputs
-            summaries = {(i, 0): [Delay(stage.delay)] for i in range(len(stage.inputs))}
-            builder.add_node(
-                stage.name,
-                inputs=len(stage.inputs),
-                outputs=outputs,
-                summaries=summaries if outputs else {},
-                workers=stage.workers,
-            )
-        for stage in self._stages.values():
-            for port, upstream in enumerate(stage.inputs):
-                builder.add_edge(Source(upstream, 0), Target(stage.name, port))
-        try:
-            return builder.compile()
-        except CycleError as err:
-            raise PipelineDefinitionError(
-                self.name,
-                err.cycle[0],
-                f"cycle {' -> '.join(err.cycle)} does not advance time; give its feedback a delay",
-            ) from err
 
     def downstream(self, name: str) -> list[str]:
         """The stages that read ``name``'s output, in definition order."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.cli.main import main
-from pipelines.errors import PipelineError
+from pipelines.errors import PipelineDefinitionError, PipelineError
 from pipelines.run.runtime import Runtime
 from progress.ledger import Ledger
 from tests.pipelines.cli.places import on
@@ -80,3 +81,33 @@ def test_a_late_worker_and_each_stage_lag(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("nums worker 1: ")
     assert lines[1].endswith("at worst, over 3 epoch(s)")
+
+
+def test_a_stage_behind_its_freshness_is_named_by_lag_and_the_sensor(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    from dagster_project.sensors import read_tick
+
+    p = numbers()
+    p.freshness("big", timedelta(seconds=1))
+    with pytest.raises(PipelineDefinitionError) as raised:
+        p.freshness("big", timedelta(0))
+    assert raised.value.argument == "within"
+    rt = Runtime(p, Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
+    rt.input("nums", 0).send(write(tmp_path / "w0.parquet", [1]))
+    rt.input("nums", 0).advance_to(1)  # worker 1 holds epoch 0
+    (fresh,) = [lag for lag in rt.lag() if lag.stage == "big"]
+    assert (fresh.oldest_open, fresh.freshness_seconds) == (0, 1.0)
+    time.sleep(1.5)
+    (late,) = [lag for lag in rt.lag() if lag.stage == "big"]
+    assert late.behind
+    said = late.behind_sentence()
+    assert said is not None
+    assert said.startswith("stage big is behind: epoch 0 has been open for ")
+    assert said.endswith("s, its freshness is 1s")
+    tick = read_tick(rt.ledger, p)
+    (sensed,) = tick.behind
+    assert sensed.startswith("stage big is behind: epoch 0 has been open for ")
+    assert "Stage big is behind: epoch 0 has been open for " in tick.skip_reason()
+    nums = next(lag for lag in rt.lag() if lag.stage == "nums")
+    assert not nums.behind  # no freshness declared
