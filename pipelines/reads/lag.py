@@ -178,7 +178,9 @@ def epoch_times(
     sources = _source_shifts(stages, stage)
     workers = {s: stages[s].workers for s in sources}
     complete = _complete_at(timeline.releases, workers, sources, out)
-    final = not finality.holds(stage, out)
+    spec = stages[stage]
+    shown = stage if spec.outputs else spec.inputs[0]  # a sink shows its input's epoch
+    final = not finality.holds(shown, out)
     return EpochTimes(stage, out, complete, timeline.commits.get((stage, out)), final)
 
 

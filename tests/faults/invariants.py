@@ -94,12 +94,15 @@ class OnceOracle(Oracle):
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
-        self._found: dict[tuple[str, int], tuple[list[str], list[Row]]] = {}
+        self._found: dict[tuple[str, int, bool], tuple[list[str], list[Row]]] = {}
 
-    def expected(self, stage: str, epoch: int) -> tuple[list[str], list[Row]]:
-        if (stage, epoch) not in self._found:
-            self._found[stage, epoch] = super().expected(stage, epoch)
-        return self._found[stage, epoch]
+    def expected(
+        self, stage: str, epoch: int, *, quarantine: bool = False
+    ) -> tuple[list[str], list[Row]]:
+        if (stage, epoch, quarantine) not in self._found:
+            found = super().expected(stage, epoch, quarantine=quarantine)
+            self._found[stage, epoch, quarantine] = found
+        return self._found[stage, epoch, quarantine]
 
 
 # -- frontiers -----------------------------------------------------------------------------------
