@@ -60,3 +60,42 @@ def loopback(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
+
+
+def listeners(port: int) -> list[int]:
+    """The processes that listen on TCP ``port`` (on any address), found through ``/proc``."""
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            columns = line.split()
+            if columns[3] == LISTEN and int(columns[1].split(":")[1], 16) == port:
+                inodes.add(columns[9])
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fds = list((proc / "fd").iterdir())
+        except OSError:  # gone, or not ours to read
+            continue
+        sockets = set()
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:  # closed while we looked
+                continue
+            if target.startswith("socket:["):
+                sockets.add(target[len("socket:[") : -1])
+        if sockets & inodes:
+            found.append(int(proc.name))
+    return found
+
+
+def started_from(pid: int, home: Path) -> bool:
+    """Whether process ``pid`` was started with ``EPOCHGATE_HOME`` set to ``home``: one of the
+    services a test started there (another test's server may take the same port after)."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"EPOCHGATE_HOME={home}".encode() in environ

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -144,16 +145,17 @@ def write(
         fill_empty(path, df)
         return Written(None, [])
     flags = [f"{FLAG}{i}" for i in range(len(expectations))]
-    marked = df.select(
-        "*", *[failing(e).alias(f) for e, f in zip(_checked(df, expectations), flags, strict=True)]
-    )
     split = path.with_name(f"{path.name}.split")
     quarantine = quarantine_dir(path) if drops(expectations) else None
     dropping = [i for i, e in enumerate(expectations) if e.on_fail is OnFail.DROP]
     rows = 0
     failing_rows = [0] * len(expectations)
     try:
-        writer(marked, (*flags, *(key or ())), partition=flags).parquet(str(split))
+        with _diagnosed(df, expectations):
+            marked = df.select(
+                "*", *[failing(e).alias(f) for e, f in zip(expectations, flags, strict=True)]
+            )
+            writer(marked, (*flags, *(key or ())), partition=flags).parquet(str(split))
         for n, leaf in enumerate(sorted(split.glob("/".join(["*"] * len(flags))))):
             values = [part.endswith("=true") for part in leaf.relative_to(split).parts]
             count = sum(pq.ParquetFile(f).metadata.num_rows for f in leaf.glob("*.parquet"))
@@ -195,14 +197,13 @@ def check(
     if schema is None or not expectations:
         return []
     frame = spark.read.schema(schema).parquet(*files)
-    marks = frame.select(
-        *[failing(e).alias(f"f{i}") for i, e in enumerate(_checked(frame, expectations))]
-    )
-    counted = marks.agg(
-        F.count(F.lit(1)).alias("rows"),
-        *[F.sum(F.col(f"f{i}").cast("long")).alias(f"f{i}") for i in range(len(expectations))],
-    )
-    row = counted.collect()[0]
+    with _diagnosed(frame, expectations):
+        marks = frame.select(*[failing(e).alias(f"f{i}") for i, e in enumerate(expectations)])
+        counted = marks.agg(
+            F.count(F.lit(1)).alias("rows"),
+            *[F.sum(F.col(f"f{i}").cast("long")).alias(f"f{i}") for i in range(len(expectations))],
+        )
+        row = counted.collect()[0]
     results = [
         CheckEntry(e.name, e.on_fail.value, int(row["rows"]), int(row[f"f{i}"] or 0))
         for i, e in enumerate(expectations)
@@ -217,6 +218,23 @@ def _stop(expectations: Sequence[Expectation], results: Sequence[CheckEntry]) ->
         if e.on_fail is OnFail.FAIL and r.rows_failing:
             cause = sentences.expectation_failed(e.name, r.rows_failing, r.rows_checked)
             raise ExpectationFailed(cause, results)
+
+
+@contextmanager
+def _diagnosed(df: DataFrame, expectations: Sequence[Expectation]) -> Iterator[None]:
+    """Spark work over ``df`` with ``expectations``' columns: when it fails, and an
+    expectation does not apply to ``df`` (asked of Spark only then, so a run that works costs
+    no analysis), ``ExpectationFailed`` names that expectation instead."""
+    try:
+        yield
+    except ExpectationFailed:
+        raise
+    except Exception as err:
+        try:
+            _checked(df, expectations)
+        except ExpectationFailed as found:
+            raise found from err
+        raise
 
 
 def _checked(df: DataFrame, expectations: Sequence[Expectation]) -> Sequence[Expectation]:

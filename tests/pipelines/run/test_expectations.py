@@ -162,3 +162,28 @@ def test_a_source_fail_refuses_the_send_and_commits_nothing(
     assert rt.ledger.message("shop", "refunds", 0, 0) == []
     assert rt.expectations() == []  # a refused send records nothing
     assert not list((tmp_path / "data").rglob("*.parquet"))  # and leaves no file
+
+
+@pytest.mark.parametrize(
+    ("condition", "said"),
+    [
+        ("nope > 0", "expectation odd (nope > 0) cannot be checked: "),
+        ("amount", "expectation odd (amount) "),
+    ],
+)
+def test_a_condition_that_cannot_be_checked_fails_the_run_naming_it(
+    tmp_path: Path, spark: SparkSession, condition: str, said: str
+) -> None:
+    p = shop(tmp_path / "export")
+    p.expect("valid_orders", "odd", condition, on_fail="warn")
+    rt = Runtime(p, Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
+    rt.input("orders", 0).send(write_inputs(tmp_path / "raw", "orders", 0, 0, seed=7))
+    rt.input("orders", 0).advance_to(1)
+    rt.input("orders", 1).advance_to(1)
+    with pytest.raises(RunFailedError) as raised:
+        rt.run()
+    (failure,) = raised.value.failures
+    assert (failure.stage, failure.epoch) == ("valid_orders", 0)
+    assert failure.cause.startswith(said), failure.cause
+    assert rt.ledger.message("shop", "valid_orders", 0, 0) == []
+    assert not list((tmp_path / "data" / "shop" / "valid_orders").rglob("*.parquet"))
