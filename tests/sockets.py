@@ -29,9 +29,9 @@ def accepts(port: int) -> bool:
     return True
 
 
-def listening(pid: int) -> list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]]:
-    """The TCP addresses process ``pid`` listens on, read from ``/proc`` (no tool needed):
-    the LISTEN sockets of ``/proc/net/tcp{,6}`` whose inode is one of the process's fds."""
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets process ``pid`` holds open (an fd closed meanwhile is left
+    out)."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
@@ -40,6 +40,13 @@ def listening(pid: int) -> list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Addr
             continue
         if target.startswith("socket:["):
             inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def listening(pid: int) -> list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]]:
+    """The TCP addresses process ``pid`` listens on, read from ``/proc`` (no tool needed):
+    the LISTEN sockets of ``/proc/net/tcp{,6}`` whose inode is one of the process's fds."""
+    inodes = socket_inodes(pid)
     found = []
     for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
         lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
@@ -75,18 +82,10 @@ def listeners(port: int) -> list[int]:
         if not proc.name.isdigit():
             continue
         try:
-            fds = list((proc / "fd").iterdir())
+            held = socket_inodes(int(proc.name))
         except OSError:  # gone, or not ours to read
             continue
-        sockets = set()
-        for fd in fds:
-            try:
-                target = os.readlink(fd)
-            except OSError:  # closed while we looked
-                continue
-            if target.startswith("socket:["):
-                sockets.add(target[len("socket:[") : -1])
-        if sockets & inodes:
+        if held & inodes:
             found.append(int(proc.name))
     return found
 

@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 
 from pipelines.cli.main import main
 from pipelines.stages.pipeline import Pipeline
-from tests.pipelines.cli.places import on
+from tests.pipelines.cli.places import on, run
 
 pytestmark = pytest.mark.spark
 
@@ -44,9 +44,7 @@ def test_checks_quarantine_and_a_stopped_run_from_the_command_line(
     where = on(REF, tmp_path)
 
     def cli(*argv: str) -> tuple[int, str, str]:
-        code = main([*argv, *where])
-        out, err = capsys.readouterr()
-        return code, out, err
+        return run(capsys, [*argv, *where])
 
     raw = tmp_path / "rows.parquet"
     pq.write_table(pa.table({"k": [1, 2, 3, 4], "v": [3, -1, 5, 0]}), raw)

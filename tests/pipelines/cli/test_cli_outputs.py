@@ -11,10 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from pipelines.cli.main import main
 from pipelines.run.runtime import Runtime
 from progress.ledger import Ledger
-from tests.pipelines.cli.places import on
+from tests.pipelines.cli.places import on, run
 from tests.pipelines.reads.test_subscription import numbers, write
 
 pytestmark = pytest.mark.spark
@@ -33,9 +32,7 @@ def test_read_prints_final_epochs_only_and_tail_prints_each_final_epoch(
     where = on(REF, tmp_path)
 
     def cli(*argv: str) -> tuple[int, str, str]:
-        code = main([*argv, *where])
-        out, err = capsys.readouterr()
-        return code, out, err
+        return run(capsys, [*argv, *where])
 
     rt = Runtime(PIPELINE, Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
     files = {
