@@ -68,18 +68,19 @@ def released_at(
 
 
 def complete_at(
-    releases: Sequence[Release], workers: Mapping[str, int], epochs: Mapping[str, int]
+    releases: Sequence[Release], workers: Mapping[str, int], epochs: Mapping[str, Iterable[int]]
 ) -> datetime | None:
     """When the last of the workers of the sources ``workers`` (source: its number of workers)
-    released its epoch (``epochs``: per source, the epoch of it a stage's input reads); None
-    while one still holds it. A source without workers adds nothing."""
+    released its epochs (``epochs``: per source, the epochs of it a stage's input reads); None
+    while one still holds one. A source without workers adds nothing."""
     last: datetime | None = None
     for source, count in workers.items():
-        for worker in range(count):
-            at = released_at(releases, source, worker, epochs[source])
-            if at is None:
-                return None
-            last = at if last is None or at > last else last
+        for epoch in epochs[source]:
+            for worker in range(count):
+                at = released_at(releases, source, worker, epoch)
+                if at is None:
+                    return None
+                last = at if last is None or at > last else last
     return last
 
 

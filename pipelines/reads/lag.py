@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pipelines.reads.final import Finality
 from pipelines.stages.kinds import Stage
 from progress import Source, sentences
-from progress.lateness import Release, WorkerLateness, lateness, released_at
+from progress.lateness import Release, WorkerLateness, complete_at, lateness
 from progress.ledger import Ledger
 from progress.ledger.timeline import Timeline
 
@@ -191,17 +191,10 @@ def _complete_at(
     epoch: int,
 ) -> datetime | None:
     """When the last worker above released what ``epoch`` reads (None while one holds it)."""
-    last: datetime | None = None
-    for source, shifts in sources.items():
-        for shift in shifts:
-            if epoch - shift < 0:
-                continue
-            for worker in range(workers[source]):
-                at = released_at(releases, source, worker, epoch - shift)
-                if at is None:
-                    return None
-                last = at if last is None or at > last else last
-    return last
+    reads = {
+        s: [epoch - shift for shift in shifts if epoch >= shift] for s, shifts in sources.items()
+    }
+    return complete_at(releases, workers, reads)
 
 
 def _source_shifts(stages: Mapping[str, Stage], name: str) -> dict[str, set[int]]:

@@ -47,14 +47,14 @@ def test_a_late_worker_is_named_with_its_median_and_worst() -> None:
 def test_an_input_is_complete_at_the_last_release_above_it() -> None:
     moves = timeline([[0, 7], [2, 1]])
     moves.append(Release("accounts", 0, 0, 5, T0 + timedelta(seconds=30)))
-    assert complete_at(moves, {"cards": 2}, {"cards": 0}) == T0 + timedelta(seconds=7)
-    both = complete_at(moves, {"cards": 2, "accounts": 1}, {"cards": 0, "accounts": 0})
+    assert complete_at(moves, {"cards": 2}, {"cards": [0]}) == T0 + timedelta(seconds=7)
+    both = complete_at(moves, {"cards": 2, "accounts": 1}, {"cards": [0], "accounts": [0]})
     assert both == T0 + timedelta(seconds=30)
-    assert complete_at(moves, {"cards": 2}, {"cards": 1}) == T0 + timedelta(minutes=1, seconds=2)
-    assert complete_at(moves, {"accounts": 1}, {"accounts": 5}) is None  # still held
+    assert complete_at(moves, {"cards": 2}, {"cards": [1]}) == T0 + timedelta(minutes=1, seconds=2)
+    assert complete_at(moves, {"accounts": 1}, {"accounts": [5]}) is None  # still held
     held = [r for r in moves if (r.worker, r.start) != (1, 1)]
     assert released_at(held, "cards", 1, 1) is None
-    assert complete_at(held, {"cards": 2}, {"cards": 1}) is None
+    assert complete_at(held, {"cards": 2}, {"cards": [1]}) is None
     assert lateness([], "cards", 2) == []
 
 
