@@ -10,13 +10,15 @@ machine, ``-XX:TieredStopAtLevel=1`` takes off about 3 s more: no optimizing com
 ``EPOCHGATE_SPARK_ARCHIVE`` names the directory the archive lives in (default
 ``$XDG_CACHE_HOME/epochgate/jvm``, else ``~/.cache/epochgate/jvm``), or ``off`` for none. When
 no archive exists, the first session starts without one and starts its making in the background
-(``python -m pipelines.spark.jvm``: a small local session whose JVM writes the archive
+(a child Python that runs a small local session whose JVM writes the archive
 as it exits, about 20 s of one core, under a lock so one maker runs at a time); it is moved into
 place only once whole, so a JVM never maps half of one. ``ensure`` makes it and waits.
 
-The archive is named by what it was made with (the Java binary, the PySpark version and its
-home); a JVM given an archive that does not match its own classes ignores it and starts as
-without one.
+The archive is named by what it was made with: the Java install, and the PySpark version,
+home and jars (each jar's size and time, which the JVM checks before it maps an archive, so a
+reinstalled PySpark at the same path gets an archive of its own). A JVM given an archive that
+does not match its own classes ignores it and starts as without one; the JVMs epochgate starts
+print their warnings (that one too) on stderr, never on stdout, which is the command's output.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from pipelines.spark._internals import pyspark_home
 ARCHIVE_ENV = "EPOCHGATE_SPARK_ARCHIVE"
 OPTIONS_ENV = "EPOCHGATE_SPARK_JAVA_OPTIONS"
 OFF = "off"
+WARNINGS_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
+"""The JVM's own warnings on stderr (by default the JVM prints them on stdout)."""
 OPTIONS_KEY = "spark.driver.defaultJavaOptions"
 """Spark's setting for the driver's JVM options that an administrator gives (the user's
 ``spark.driver.extraJavaOptions`` come after them, and win)."""
@@ -66,7 +70,7 @@ def java_options(*, make: bool = True) -> str:
         return ""
     path = archive_path(directory)
     if path.is_file():
-        return f"-XX:SharedArchiveFile={path}"
+        return f"{WARNINGS_TO_STDERR} -XX:SharedArchiveFile={path}"
     if make:
         _start_maker(path)
     return ""
@@ -100,20 +104,26 @@ def ensure(timeout: float = MAKER_TIMEOUT) -> Path | None:
 
 
 def _fingerprint() -> str:
-    """What the archive's classes come from: the Java binary PySpark starts and PySpark's
-    version and home (no JVM is started to ask)."""
+    """What the archive's classes come from: the Java install PySpark starts (its binary and
+    its module image), and PySpark's version, home and jars (no JVM is started to ask)."""
     java_home = os.environ.get("JAVA_HOME")
     java = Path(java_home, "bin", "java") if java_home else shutil.which("java")
     found = Path(java).resolve() if java else None
-    stat = found.stat() if found and found.exists() else None
-    parts = [
-        str(found),
-        str(stat.st_size if stat else ""),
-        str(stat.st_mtime_ns if stat else ""),
-        version("pyspark"),
-        str(pyspark_home()),
-    ]
+    home = pyspark_home()
+    files = [found, found.parents[1] / "lib" / "modules"] if found else []
+    jars = home / "jars"
+    files += sorted(jars.iterdir()) if jars.is_dir() else []
+    parts = [str(found), version("pyspark"), str(home), *map(_stamp, files)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _stamp(path: Path) -> str:
+    """A file's name, size and modification time ("" for each when it is missing)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return f"{path.name} - -"
+    return f"{path.name} {stat.st_size} {stat.st_mtime_ns}"
 
 
 def _start_maker(path: Path) -> None:
@@ -127,7 +137,7 @@ def _start_maker(path: Path) -> None:
     log = path.with_suffix(".log")
     with log.open("ab") as out:
         subprocess.Popen(
-            [sys.executable, "-m", "pipelines.spark.jvm", str(path)],
+            [sys.executable, "-c", _MAKER, str(path)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
@@ -144,6 +154,8 @@ def _make(path: Path, *, wait: float | None) -> None:
             return
         if path.is_file():  # made while this one waited
             return
+        for left in path.parent.glob(f"{path.stem}.*.partial"):
+            left.unlink(missing_ok=True)  # a maker killed while its JVM wrote (the lock is free)
         partial = path.with_suffix(f".{os.getpid()}.partial")
         try:
             _dump(partial)
@@ -220,6 +232,9 @@ with tempfile.TemporaryDirectory() as scratch:
 spark.stop()
 """
 
-
-if __name__ == "__main__":
-    _make(Path(sys.argv[1]), wait=None)
+_MAKER = """
+import sys
+from pathlib import Path
+from pipelines.spark import jvm
+jvm._make(Path(sys.argv[1]), wait=None)
+"""

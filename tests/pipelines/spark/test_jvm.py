@@ -16,6 +16,7 @@ from tests.conftest import FAST_START
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
+MAPPED = f"{jvm.WARNINGS_TO_STDERR} -XX:SharedArchiveFile="
 
 PROBE = """
 from pipelines.spark.session import spark_session
@@ -38,7 +39,7 @@ def probe(env: dict[str, str]) -> list[str]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.splitlines()[-2:]
+    return done.stdout.splitlines()  # nothing from the JVM: its warnings go to stderr
 
 
 @pytest.mark.unit
@@ -59,6 +60,35 @@ def test_the_archive_lives_where_the_setting_says_or_nowhere(
 
 
 @pytest.mark.unit
+def test_a_reinstalled_pyspark_gets_an_archive_of_its_own(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    home = tmp_path / "pyspark"
+    (home / "jars").mkdir(parents=True)
+    jar = home / "jars" / "spark-core.jar"
+    jar.write_bytes(b"classes")
+    monkeypatch.setattr(jvm, "pyspark_home", lambda: home)
+    first = jvm.archive_path(tmp_path)
+    assert jvm.archive_path(tmp_path) == first
+    os.utime(jar, ns=(1, 1))  # the same jar, installed again: the JVM would refuse the archive
+    assert jvm.archive_path(tmp_path) != first
+
+
+@pytest.mark.unit
+def test_a_makers_leftover_is_removed_by_the_next_maker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = jvm.archive_path(tmp_path)
+    left = path.with_suffix(".4242.partial")  # its maker was killed while its JVM wrote
+    left.write_bytes(b"half an archive")
+    made: list[Path] = []
+    monkeypatch.setattr(jvm, "_dump", made.append)
+    jvm._make(path, wait=None)
+    assert not left.exists()
+    assert made == [path.with_suffix(f".{os.getpid()}.partial")]
+
+
+@pytest.mark.unit
 def test_the_users_options_come_after_the_archive_and_their_own_setting_wins(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -67,7 +97,7 @@ def test_the_users_options_come_after_the_archive_and_their_own_setting_wins(
     made.write_bytes(b"an archive")
     monkeypatch.setenv(jvm.OPTIONS_ENV, "-Xss4m")
     conf = jvm.driver_conf({"spark.sql.shuffle.partitions": "2"})
-    assert conf[jvm.OPTIONS_KEY] == f"-XX:SharedArchiveFile={made} -Xss4m"
+    assert conf[jvm.OPTIONS_KEY] == f"{MAPPED}{made} -Xss4m"
     assert conf["spark.sql.shuffle.partitions"] == "2"
     mine = {jvm.OPTIONS_KEY: "-Xmx1g"}
     assert jvm.driver_conf(mine) == mine
@@ -88,20 +118,17 @@ def test_the_archive_is_made_once_in_the_background_and_a_session_maps_it(
     jvm._make(path, wait=None)  # a second maker finds the lock held and leaves at once
     wait_until(path.is_file, 240, "the archive", detail=lambda: _log(tmp_path))
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".jsa", ".lock", ".log"]
-    assert jvm.java_options() == f"-XX:SharedArchiveFile={path}"
+    assert jvm.java_options() == f"{MAPPED}{path}"
 
     total, options = probe({jvm.ARCHIVE_ENV: str(tmp_path)})
-    assert (total, options) == ("10", f"-XX:SharedArchiveFile={path} {FAST_START}")
+    assert (total, options) == ("10", f"{MAPPED}{path} {FAST_START}")
 
 
 @pytest.mark.spark
 def test_a_broken_archive_never_stops_a_session(tmp_path: Path) -> None:
     path = jvm.archive_path(tmp_path)
     path.write_bytes(b"not an archive" * 1000)
-    assert probe({jvm.ARCHIVE_ENV: str(tmp_path)}) == [
-        "10",
-        f"-XX:SharedArchiveFile={path} {FAST_START}",
-    ]
+    assert probe({jvm.ARCHIVE_ENV: str(tmp_path)}) == ["10", f"{MAPPED}{path} {FAST_START}"]
 
 
 def _log(directory: Path) -> str:
