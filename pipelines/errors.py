@@ -52,7 +52,7 @@ from progress.errors import (
     WorkerMovedError,
     WorkerTimeError,
 )
-from progress.sentences import no_such_stage
+from progress.sentences import expectation_failed, failed_expectation, no_such_stage
 
 __all__ = [
     "EpochgateError",
@@ -68,6 +68,7 @@ __all__ = [
     "ReadPendingError",
     "StateReadError",
     "StageFailedError",
+    "ExpectationFailedError",
     "StageWriteError",
     "BackfillIncompleteError",
     "RunFailedError",
@@ -311,6 +312,21 @@ class StageFailedError(PipelineError):
         self.column = column
         self.file = file
         super().__init__(f"stage {stage!r}, epoch {epoch} failed: {cause}; nothing was committed")
+
+
+class ExpectationFailedError(StageFailedError):
+    """A run stopped by a ``fail`` expectation: ``rows_failing`` of its ``rows_checked`` rows
+    fail ``expectation``; nothing was committed."""
+
+    def __init__(
+        self, stage: str, epoch: Time, expectation: str, rows_failing: int, rows_checked: int
+    ) -> None:
+        super().__init__(stage, epoch, expectation_failed(expectation, rows_failing, rows_checked))
+        self.expectation = expectation
+        self.rows_failing = rows_failing
+        self.rows_checked = rows_checked
+        said = failed_expectation(stage, epoch, expectation, rows_failing, rows_checked)
+        self.args = (f"{said}; nothing was committed",)
 
 
 class StageWriteError(StageFailedError):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+STOPS_RUN = "fail"
+"""The action of an expectation whose failing rows stop the run (``OnFail.FAIL``), as the
+ledger records it with the run's failure."""
+
 
 class RunStatus(StrEnum):
     """A run's status. The ledger records ``RUNNING`` when a run starts and ``SUCCEEDED``,

@@ -132,21 +132,35 @@ def worker_problem(worker: object, workers: int) -> str | None:
 
 
 def expectation_failed(expectation: str, failing: int, checked: int) -> str:
-    """Why a ``fail`` expectation stopped a run or a send.
+    """Why a ``fail`` expectation stopped a run or refused a send.
 
     >>> expectation_failed("region_known", 12, 20000)
-    'expectation region_known failed on 12 of 20,000 rows'
+    'failed expectation region_known: 12 of 20,000 rows'
     """
-    return f"expectation {expectation} failed on {failing:,} of {checked:,} rows"
+    return f"failed expectation {expectation}: {failing:,} of {checked:,} rows"
 
 
 def failed_run(stage: str, epoch: Time, cause: str) -> str:
-    """The last run of ``stage`` at ``epoch`` failed, and no run has succeeded since.
+    """The last run of ``stage`` at ``epoch`` failed (``cause``: its error), and none has
+    started since.
 
-    >>> failed_run("by_region", 4, "expectation region_known failed on 12 of 20,000 rows")
-    'stage by_region epoch 4 failed: expectation region_known failed on 12 of 20,000 rows'
+    >>> failed_run("by_region", 4, "ZeroDivisionError: division by zero")
+    'stage by_region epoch 4 failed: ZeroDivisionError: division by zero'
     """
     return f"stage {stage} {describe_time(epoch)} failed: {cause}"
+
+
+def failed_expectation(
+    stage: str, epoch: Time, expectation: str, failing: int, checked: int
+) -> str:
+    """The last run of ``stage`` at ``epoch`` was stopped by a ``fail`` expectation.
+
+    >>> failed_expectation("by_region", 4, "region_known", 12, 20000)
+    'stage by_region epoch 4 failed expectation region_known: 12 of 20,000 rows'
+    """
+    return (
+        f"stage {stage} {describe_time(epoch)} {expectation_failed(expectation, failing, checked)}"
+    )
 
 
 def behind(stage: str, epoch: Time, open_seconds: float, freshness_seconds: float) -> str:

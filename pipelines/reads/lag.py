@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pipelines.reads.final import Finality
 from pipelines.stages.kinds import Stage
 from progress import Source, sentences
-from progress.lateness import Release, WorkerLateness, complete_at, lateness
+from progress.lateness import WorkerLateness, complete_at, lateness
 from progress.ledger import Ledger
 from progress.ledger.timeline import Timeline
 
@@ -117,7 +117,7 @@ def _lag(
     workers = {s: finality.stages[s].workers for s in sources}
     complete = final = None
     if latest is not None:
-        complete = _complete_at(timeline.releases, workers, sources, latest)
+        complete = complete_at(timeline.releases, workers, _reads(sources, latest))
         committed = timeline.commits.get((name, latest))
         final = max((t for t in (complete, committed) if t is not None), default=None)
         if stage.is_source:
@@ -174,27 +174,23 @@ def epoch_times(
     delayed stage's is later)."""
     out = stages[stage].output_time(epoch)
     assert isinstance(out, int)
-    timeline = ledger.timeline(finality.pipeline)
     sources = _source_shifts(stages, stage)
+    reads = _reads(sources, out)
+    timeline = ledger.epoch_timeline(finality.pipeline, stage, out, reads)
     workers = {s: stages[s].workers for s in sources}
-    complete = _complete_at(timeline.releases, workers, sources, out)
+    complete = complete_at(timeline.releases, workers, reads)
     spec = stages[stage]
     shown = stage if spec.outputs else spec.inputs[0]  # a sink shows its input's epoch
     final = not finality.holds(shown, out)
     return EpochTimes(stage, out, complete, timeline.commits.get((stage, out)), final)
 
 
-def _complete_at(
-    releases: tuple[Release, ...],
-    workers: Mapping[str, int],
-    sources: Mapping[str, set[int]],
-    epoch: int,
-) -> datetime | None:
-    """When the last worker above released what ``epoch`` reads (None while one holds it)."""
-    reads = {
+def _reads(sources: Mapping[str, set[int]], epoch: int) -> dict[str, list[int]]:
+    """Per source above a stage (with the delays on the ways), the epochs of it that the
+    stage's ``epoch`` reads."""
+    return {
         s: [epoch - shift for shift in shifts if epoch >= shift] for s, shifts in sources.items()
     }
-    return complete_at(releases, workers, reads)
 
 
 def _source_shifts(stages: Mapping[str, Stage], name: str) -> dict[str, set[int]]:

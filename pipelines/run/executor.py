@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.errors import (
+    ExpectationFailedError,
     PipelineError,
     StageFailedError,
     StageNotReadyError,
@@ -266,6 +267,11 @@ class Executor:
                 # recorded as started and never finished is what a killed run leaves too.
             if isinstance(err, StageFailedError):
                 raise
+            if stopped is not None and stopped.stopped_by is not None:
+                by = stopped.stopped_by
+                raise ExpectationFailedError(
+                    run.stage.name, run.epoch, by.expectation, by.rows_failing, by.rows_checked
+                ) from err
             if stopped is not None:
                 raise StageFailedError(run.stage.name, run.epoch, stopped.cause) from err
             if found is not None:

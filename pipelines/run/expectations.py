@@ -88,12 +88,20 @@ class ExpectationResult:
 
 
 class ExpectationFailed(Exception):  # noqa: N818 - a control-flow signal, turned into errors
-    """A ``fail`` expectation found failing rows, or an expectation could not be checked;
-    ``cause`` says which in the sentence shown to people, ``results`` are what was counted."""
+    """A ``fail`` expectation found failing rows (``stopped_by``: its result), or an
+    expectation could not be checked; ``cause`` says which in the sentence shown to people,
+    ``results`` are what was counted."""
 
-    def __init__(self, cause: str, results: Sequence[CheckEntry] = ()) -> None:
+    def __init__(
+        self,
+        cause: str,
+        results: Sequence[CheckEntry] = (),
+        *,
+        stopped_by: CheckEntry | None = None,
+    ) -> None:
         self.cause = cause
         self.results = tuple(results)
+        self.stopped_by = stopped_by
         super().__init__(cause)
 
 
@@ -217,7 +225,7 @@ def _stop(expectations: Sequence[Expectation], results: Sequence[CheckEntry]) ->
     for e, r in zip(expectations, results, strict=True):
         if e.on_fail is OnFail.FAIL and r.rows_failing:
             cause = sentences.expectation_failed(e.name, r.rows_failing, r.rows_checked)
-            raise ExpectationFailed(cause, results)
+            raise ExpectationFailed(cause, results, stopped_by=r)
 
 
 @contextmanager

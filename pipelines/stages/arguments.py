@@ -15,13 +15,24 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from pipelines.errors import PipelineDefinitionError
 from pipelines.spark._internals import loaded_struct_type
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
+
+
+class HasSchema(Protocol):
+    """A stage as the checks of its readers see it: its name and declared schema, if any."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def schema(self) -> StructType | None: ...
+
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """What a name may be: it becomes a path, a table name and a Dagster asset key, and Dagster
@@ -221,3 +232,37 @@ def check_workers(pipeline: str, stage: str, workers: object, kind: str) -> int:
             pipeline, stage, f"a {kind} needs at least one worker", argument="workers"
         )
     return workers
+
+
+def check_input_keys(
+    pipeline: str,
+    stage: str,
+    upstream: HasSchema,
+    keys: tuple[str, ...],
+    *,
+    schema: StructType | None,
+    have: tuple[str, ...] | None,
+) -> None:
+    """Key columns must be in the input (whose columns are ``have`` where known), by name,
+    and of the state's types where both the input's and the state's ``schema`` are declared."""
+    missing = [k for k in keys if k not in have] if have is not None else []
+    if missing:  # matched exactly, as its run looks state up by them
+        raise PipelineDefinitionError(
+            pipeline,
+            stage,
+            f"key columns {missing} not in its input {upstream.name!r}, whose columns are "
+            f"{', '.join(have or ())}",
+            argument="key",
+        )
+    declared = upstream.schema
+    if schema is None or declared is None:
+        return
+    for k in keys:
+        if k in declared.fieldNames() and declared[k].dataType != schema[k].dataType:
+            raise PipelineDefinitionError(
+                pipeline,
+                stage,
+                f"key column {k!r} is {declared[k].dataType.simpleString()} in its input "
+                f"{upstream.name!r} and {schema[k].dataType.simpleString()} in its schema",
+                argument="key",
+            )

@@ -26,6 +26,7 @@ from enum import StrEnum
 from pipelines.errors import PipelineDefinitionError
 from pipelines.stages.arguments import check_name
 from pipelines.stages.kinds import Feed, Stage
+from progress.run_status import STOPS_RUN
 
 
 class OnFail(StrEnum):
@@ -33,7 +34,7 @@ class OnFail(StrEnum):
 
     WARN = "warn"
     DROP = "drop"
-    FAIL = "fail"
+    FAIL = STOPS_RUN
 
 
 @dataclass(frozen=True)

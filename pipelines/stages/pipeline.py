@@ -27,6 +27,7 @@ from pipelines.stages.aggregate import AggregateStage, aggregations
 from pipelines.stages.arguments import (
     check_columns,
     check_function,
+    check_input_keys,
     check_join_type,
     check_key,
     check_materialize,
@@ -101,7 +102,8 @@ class Pipeline:
 
     # -- definition ----------------------------------------------------------------------------
 
-    def _add(self, stage: Stage) -> Stream:
+    def _add(self, stage: Stage, freshness: timedelta | None = None) -> Stream:
+        """Add ``stage`` (with its ``freshness``, when it declares one)."""
         check_name(self.name, stage.name, "source" if stage.is_source else "stage")
         if stage.name in self._stages:
             raise PipelineDefinitionError(
@@ -113,6 +115,8 @@ class Pipeline:
             )
         for upstream in stage.inputs:
             check_reader(self.name, stage, self._stages[upstream])
+        if freshness is not None:
+            self._freshness[stage.name] = check_freshness(self.name, stage, freshness)
         self._stages[stage.name] = stage
         self._compiled = None
         return Stream(self.name, stage.name)
@@ -149,6 +153,7 @@ class Pipeline:
         workers: int = 1,
         key: Sequence[str] = (),
         close: CloseRule = EXPLICIT,
+        freshness: timedelta | None = None,
     ) -> Stream:
         """An input with ``workers`` independent producers; ``key`` columns may not be null.
         ``close`` says how its epochs close: by its workers (the default), some time after each
@@ -157,7 +162,8 @@ class Pipeline:
         return self._add(
             self._input_stage(
                 SourceStage, name, schema=schema, workers=workers, key=key, close=close
-            )
+            ),
+            freshness,
         )
 
     def dimension(
@@ -168,6 +174,7 @@ class Pipeline:
         workers: int = 1,
         key: Sequence[str] = (),
         close: CloseRule = EXPLICIT,
+        freshness: timedelta | None = None,
     ) -> Stream:
         """A dimension source: a table that changes rarely (accounts, users). Its content at
         epoch e is its latest message at or before e: a message sent at epoch d replaces the
@@ -177,7 +184,8 @@ class Pipeline:
         return self._add(
             self._input_stage(
                 DimensionStage, name, schema=schema, workers=workers, key=key, close=close
-            )
+            ),
+            freshness,
         )
 
     def replay(
@@ -186,6 +194,7 @@ class Pipeline:
         directories: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         *,
         workers: int = 1,
+        freshness: timedelta | None = None,
     ) -> Stream:
         """A source fed by one or many captured streams (capture directories, see
         ``pipelines.capture.log``): stream i goes to worker ``i % workers``, a worker with no
@@ -196,7 +205,7 @@ class Pipeline:
         from pipelines.capture.sources import replay_stage  # the captures' headers say its columns
 
         check_name(self.name, name, "source")
-        return self._add(replay_stage(self.name, name, directories, workers))
+        return self._add(replay_stage(self.name, name, directories, workers), freshness)
 
     def _input_stage(
         self,
@@ -247,6 +256,7 @@ class Pipeline:
         *,
         delay: int = 0,
         materialize: bool = True,
+        freshness: timedelta | None = None,
     ) -> Stream:
         """Any DataFrame-to-DataFrame function of one epoch's input. With ``delay=k`` the output
         of epoch ``t`` belongs to epoch ``t + k``. With ``materialize=False`` its output is never
@@ -265,10 +275,11 @@ class Pipeline:
             )
         inputs = (self._input(name, input),)
         return self._add(
-            TransformStage(name=name, inputs=inputs, fn=fn, delay=delay, materialize=materialize)
+            TransformStage(name=name, inputs=inputs, fn=fn, delay=delay, materialize=materialize),
+            freshness,
         )
 
-    def union(self, name: str, *inputs: Stream | str) -> Stream:
+    def union(self, name: str, *inputs: Stream | str, freshness: timedelta | None = None) -> Stream:
         """All rows of several inputs with the same columns (matched by name)."""
         check_name(self.name, name)
         if len(inputs) < 2:
@@ -287,7 +298,7 @@ class Pipeline:
                     f"{', '.join(have)}; {other!r} has {', '.join(columns)}",
                     argument="inputs",
                 )
-        return self._add(UnionStage(name=name, inputs=names))
+        return self._add(UnionStage(name=name, inputs=names), freshness)
 
     def join(
         self,
@@ -298,6 +309,7 @@ class Pipeline:
         on: Sequence[str],
         how: str = "inner",
         materialize: bool = True,
+        freshness: timedelta | None = None,
     ) -> Stream:
         """The rows of one epoch of ``left`` joined with the same epoch of ``right`` (of a
         dimension source: its table as of that epoch) on the columns ``on`` (which both sides
@@ -325,7 +337,8 @@ class Pipeline:
                     argument="on",
                 )
         return self._add(
-            JoinStage(name=name, inputs=inputs, on=columns, how=how, materialize=materialize)
+            JoinStage(name=name, inputs=inputs, on=columns, how=how, materialize=materialize),
+            freshness,
         )
 
     def stateful(
@@ -337,6 +350,7 @@ class Pipeline:
         schema: StructType,
         update: StateUpdate,
         partial: bool | PartialState = False,
+        freshness: timedelta | None = None,
     ) -> Stream:
         """A keyed stage whose state carries from epoch to epoch, processed strictly in order.
 
@@ -353,7 +367,10 @@ class Pipeline:
         keys = check_key(self.name, name, key, schema, required=True)
         check_function(self.name, name, "update", update)
         inputs = (self._input(name, input),)
-        self._check_input_keys(name, inputs[0], keys, schema)
+        upstream = self.stage(inputs[0])
+        check_input_keys(
+            self.name, name, upstream, keys, schema=schema, have=self.columns(upstream.name)
+        )
         return self._add(
             StatefulStage(
                 name=name,
@@ -362,7 +379,8 @@ class Pipeline:
                 schema=schema,
                 update=update,
                 partial=partial_setting(self.name, name, partial),
-            )
+            ),
+            freshness,
         )
 
     def aggregate(
@@ -373,6 +391,7 @@ class Pipeline:
         key: Sequence[str],
         aggs: Mapping[str, tuple[str, str | None]],
         partial: bool | PartialState = False,
+        freshness: timedelta | None = None,
     ) -> Stream:
         """Keyed running aggregates: for each key, ``aggs`` (``{name: (function, column)}``,
         functions ``sum``, ``count``, ``min``, ``max``; ``("count", None)`` counts rows) over
@@ -385,7 +404,10 @@ class Pipeline:
                 self.name, name, "an aggregate stage needs key columns", argument="key"
             )
         inputs = (self._input(name, input),)
-        self._check_input_keys(name, inputs[0], keys, None)
+        upstream = self.stage(inputs[0])
+        check_input_keys(
+            self.name, name, upstream, keys, schema=None, have=self.columns(upstream.name)
+        )
         specs = aggregations(self.name, name, aggs, keys, self.columns(inputs[0]))
         return self._add(
             AggregateStage(
@@ -394,36 +416,9 @@ class Pipeline:
                 key=keys,
                 aggs=specs,
                 partial=partial_setting(self.name, name, partial),
-            )
+            ),
+            freshness,
         )
-
-    def _check_input_keys(
-        self, name: str, upstream: str, keys: tuple[str, ...], schema: StructType | None
-    ) -> None:
-        """Key columns must be in the input, by name, and of the state's types where both the
-        input's and the state's are declared."""
-        have = self.columns(upstream)
-        missing = [k for k in keys if k not in have] if have is not None else []
-        if missing:  # matched exactly, as its run looks state up by them
-            raise PipelineDefinitionError(
-                self.name,
-                name,
-                f"key columns {missing} not in its input {upstream!r}, whose columns are "
-                f"{', '.join(have or ())}",
-                argument="key",
-            )
-        declared = self.stage(upstream).schema
-        if schema is None or declared is None:
-            return
-        for k in keys:
-            if k in declared.fieldNames() and declared[k].dataType != schema[k].dataType:
-                raise PipelineDefinitionError(
-                    self.name,
-                    name,
-                    f"key column {k!r} is {declared[k].dataType.simpleString()} in its input "
-                    f"{upstream!r} and {schema[k].dataType.simpleString()} in its schema",
-                    argument="key",
-                )
 
     def iterate(
         self,
@@ -433,6 +428,7 @@ class Pipeline:
         init: Transform,
         step: RoundStep,
         max_rounds: int = DEFAULT_MAX_ROUNDS,
+        freshness: timedelta | None = None,
     ) -> Stream:
         """Rounds of Spark jobs to a fixed point inside each epoch (e.g. label propagation).
 
@@ -450,7 +446,8 @@ class Pipeline:
         check_function(self.name, name, "step", step)
         inputs = (self._input(name, input),)
         return self._add(
-            IterateStage(name=name, inputs=inputs, init=init, step=step, max_rounds=max_rounds)
+            IterateStage(name=name, inputs=inputs, init=init, step=step, max_rounds=max_rounds),
+            freshness,
         )
 
     def feedback(self, name: str, *, delay: int) -> Stream:
@@ -515,7 +512,8 @@ class Pipeline:
 
     def freshness(self, stage: Stream | str, within: timedelta) -> None:
         """``stage`` is behind when its oldest epoch that is not final has been open longer
-        than ``within`` (``Runtime.lag``; the frontier sensor names it)."""
+        than ``within`` (``Runtime.lag``; the frontier sensor names it). The same as the
+        ``freshness=`` its definition can give, for a stage defined elsewhere (``load``)."""
         target = self._named(stage)
         self._freshness[target.name] = check_freshness(self.name, target, within)
 

@@ -26,7 +26,7 @@ from progress.ledger.runs import alive
 from progress.ledger.schema import location_from_columns
 from progress.ledger.sessions import Session
 from progress.location import Source, Target
-from progress.run_status import RunStatus
+from progress.run_status import STOPS_RUN, RunStatus
 from progress.timestamp import Time, less_equal, time_from_columns, time_to_columns
 from progress.tracker import Blocker, Tracker
 
@@ -94,21 +94,29 @@ def failures(s: Session, pipeline: str) -> dict[tuple[str, Time], Failure]:
     rows = s.rows(
         """
         WITH last AS (
-            SELECT stage, t0, t1, status, error, started_at FROM runs WHERE pipeline = ?
+            SELECT run_id, stage, t0, t1, status, error, started_at FROM runs WHERE pipeline = ?
             QUALIFY row_number() OVER (PARTITION BY stage, t0, t1 ORDER BY started_at DESC) = 1
+        ), stops AS (  -- the first of its expectations that stopped the run, as it was named
+            SELECT run_id, expectation, rows_failing, rows_checked FROM checks
+            WHERE pipeline = ? AND NOT committed AND action = ? AND rows_failing > 0
+            QUALIFY row_number() OVER (PARTITION BY run_id ORDER BY rowid) = 1
         )
-        SELECT stage, t0, t1, error, EXISTS (
+        SELECT l.stage, l.t0, l.t1, l.error, EXISTS (
             SELECT 1 FROM batches b
             WHERE b.pipeline = ? AND b.t0 <= l.t0 AND b.committed_at > l.started_at
             AND (b.origin IN ('send', 'correction') OR b.run_kind = 'revision')
-        ) FROM last l WHERE status = ?
+        ), s.expectation, s.rows_failing, s.rows_checked
+        FROM last l LEFT JOIN stops s USING (run_id) WHERE l.status = ?
         """,
-        [pipeline, pipeline, RunStatus.FAILED.value],
+        [pipeline, pipeline, STOPS_RUN, pipeline, RunStatus.FAILED.value],
     )
     out: dict[tuple[str, Time], Failure] = {}
-    for stage, t0, t1, error, changed in rows:
+    for stage, t0, t1, error, changed, stopped_by, failing, checked in rows:
         t = time_from_columns(t0, t1)
-        text = sentences.failed_run(stage, t, error or "no cause recorded")
+        if stopped_by is not None:
+            text = sentences.failed_expectation(stage, t, stopped_by, failing, checked)
+        else:
+            text = sentences.failed_run(stage, t, error or "no cause recorded")
         out[stage, t] = Failure(t, text, bool(changed))
     return out
 

@@ -10,7 +10,7 @@ capability.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -304,6 +304,14 @@ class Ledger:
         (``progress.ledger.timeline``)."""
         with self._sessions.session() as s:
             return timeline.read(s, pipeline)
+
+    def epoch_timeline(
+        self, pipeline: str, stage: str, epoch: int, reads: Mapping[str, Collection[int]]
+    ) -> Timeline:
+        """The moments recorded about ``stage`` at ``epoch`` only: the releases of the epochs
+        of each source its input reads (``reads``) and its commit there."""
+        with self._sessions.session() as s:
+            return timeline.read_epoch(s, pipeline, stage, epoch, reads)
 
     # -- expectations -------------------------------------------------------------------------
 

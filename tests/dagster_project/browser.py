@@ -10,6 +10,7 @@ import contextlib
 import os
 import shutil
 import signal
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -130,3 +131,49 @@ def shown(page: Page, text: str, *, timeout: float) -> bool:
     except PlaywrightError:
         return False
     return True
+
+
+REPOSITORIES = """
+{ repositoriesOrError { ... on RepositoryConnection { nodes {
+    name location { name } assetGroups { groupName } sensors { name } } } } }
+"""
+
+
+def repository(
+    dev: DagsterDev, *, group: str | None = None, sensor: str | None = None
+) -> tuple[str, str]:
+    """The name and code location of the one repository holding asset ``group`` or
+    ``sensor``."""
+    nodes = dev.graphql(REPOSITORIES)["repositoriesOrError"]["nodes"]
+    holders = [
+        (r["name"], r["location"]["name"])
+        for r in nodes
+        if group in {g["groupName"] for g in r["assetGroups"]}
+        or sensor in {s["name"] for s in r["sensors"]}
+    ]
+    assert len(holders) == 1, f"{group or sensor!r} in {len(holders)} repositories: {nodes}"
+    return holders[0]
+
+
+def repository_path(dev: DagsterDev, *, group: str | None = None, sensor: str | None = None) -> str:
+    """The UI's path of the repository holding asset ``group`` or ``sensor``, as the UI builds
+    it: the code location (the repository's name too, unless it is the unnamed
+    ``__repository__``)."""
+    name, location = repository(dev, group=group, sensor=sensor)
+    path = urllib.parse.quote(location, safe="")
+    return path if name == "__repository__" else f"{name}@{path}"
+
+
+def group_page(dev: DagsterDev, group: str) -> str:
+    """The address of an asset group's lineage page."""
+    where = repository_path(dev, group=group)
+    return (
+        f"http://127.0.0.1:{dev.port}/locations/{where}"
+        f"/asset-groups/{urllib.parse.quote(group, safe='')}/lineage"
+    )
+
+
+def sensor_page(dev: DagsterDev, sensor: str) -> str:
+    """The address of a sensor's page: its ticks and runs."""
+    where = repository_path(dev, sensor=sensor)
+    return f"http://127.0.0.1:{dev.port}/locations/{where}/sensors/{sensor}"

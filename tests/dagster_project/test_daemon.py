@@ -24,7 +24,6 @@ from unittest import mock
 import pytest
 from pyspark.sql import SparkSession
 
-from dagster_project.dev.instance import instance_home
 from dagster_project.partitions import epoch_key
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
@@ -32,7 +31,16 @@ from pipelines.examples.demo import verify_outputs
 from pipelines.run.runtime import Runtime
 from pipelines.spark import connect_server
 from progress.ledger import Ledger
+from tests.dagster_project.browser import (
+    VIEWPORT,
+    chromium,
+    repository,
+    sensor_page,
+    shown,
+    ui_instance,
+)
 from tests.dagster_project.dagster_dev import (
+    REPO,
     DagsterDev,
     group_members,
     launch,
@@ -43,7 +51,7 @@ from tests.environment import without_settings
 from tests.sockets import accepts, free_port
 from tests.waiting import wait_until as wait_on
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.slow(130)]
+pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.browser, pytest.mark.slow(130)]
 
 STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
@@ -62,7 +70,7 @@ def running_dagster_dev(tmp_path: Path) -> Iterator[tuple[DagsterDev, Path]]:
     state = tmp_path / "home"
     connect_port = free_port()
     env = without_settings("EPOCHGATE_", "DAGSTER_")
-    dagster_home = instance_home(tmp_path)  # the project's dagster.yaml: warm run workers
+    dagster_home = ui_instance(tmp_path)  # the project's dagster.yaml: warm run workers
     env |= {
         "DAGSTER_HOME": str(dagster_home),
         "EPOCHGATE_HOME": str(state),
@@ -155,7 +163,7 @@ def wait_until(
 
 
 def test_a_graphql_backfill_of_partitions_while_the_sensor_drives_new_epochs(
-    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, chromium_executable: str
 ) -> None:
     state = tmp_path / "home"
     monkeypatch.setenv("EPOCHGATE_HOME", str(state))
@@ -175,6 +183,15 @@ def test_a_graphql_backfill_of_partitions_while_the_sensor_drives_new_epochs(
             lambda: set(keys) <= set(partition_keys(dev)),
             "the frontier sensor adds the backfilled partitions",
         )
+        # Nothing to run yet: the sensor's ticks are skipped, naming who holds the next epoch,
+        # and the tick list in the UI shows it.
+        wait_until(
+            dev,
+            lambda: any(HOLDER in reason for reason in skip_reasons(dev)),
+            "a skipped tick naming the input workers that hold epoch 2",
+        )
+        seen = tick_list(dev, chromium_executable)
+        assert seen == [SKIPPED, HOLDER, "Skip reason:"], f"the sensor's ticks show only {seen}"
         launched = dev.graphql(
             LAUNCH_BACKFILL,
             {
@@ -228,6 +245,58 @@ def test_a_graphql_backfill_of_partitions_while_the_sensor_drives_new_epochs(
         ("bank", name): {("bank", upstream) for upstream in stage.inputs}
         for name, stage in bank.pipeline().stages.items()
     }
+
+
+HOLDER = "source card_payments, workers 0, 1, 2, still hold epoch 2"
+SKIPPED = "0 runs requested"
+"""How Dagster's tick list labels a skipped tick."""
+"""Part of the skip reason of a tick while every input worker holds epoch 2."""
+TICKS = """
+query Ticks($selector: SensorSelector!) {
+  sensorOrError(sensorSelector: $selector) {
+    ... on Sensor { sensorState { ticks(limit: 20) { status skipReason } } }
+  }
+}
+"""
+TICKS_SCREENSHOT = REPO / "tests" / "artifacts" / "sensor_ticks.png"
+
+
+def skip_reasons(dev: DagsterDev) -> list[str]:
+    """The skip reasons of the frontier sensor's latest skipped ticks."""
+    name, location = repository(dev, sensor="bank_frontier")
+    selector = {
+        "repositoryName": name,
+        "repositoryLocationName": location,
+        "sensorName": "bank_frontier",
+    }
+    found = dev.graphql(TICKS, {"selector": selector})["sensorOrError"]
+    ticks = found["sensorState"]["ticks"]
+    return [t["skipReason"] or "" for t in ticks if t["status"] == "SKIPPED"]
+
+
+def tick_list(dev: DagsterDev, executable: str) -> list[str]:
+    """What headless Chromium finds on the frontier sensor's page: its skipped ticks (which
+    Dagster's tick list labels "0 runs requested"), the skip reason naming who holds the epoch
+    over a tick's tag, and again in the tick's dialog."""
+    url = sensor_page(dev, "bank_frontier")
+    TICKS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    seen: list[str] = []
+    with chromium(executable) as browser:
+        page = browser.new_page(viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
+        try:
+            page.goto(url, wait_until="domcontentloaded")
+            if shown(page, SKIPPED, timeout=30):
+                seen.append(SKIPPED)
+                page.get_by_text(SKIPPED, exact=True).first.hover()
+                if shown(page, HOLDER, timeout=10):
+                    seen.append(HOLDER)
+                page.mouse.move(0, 0)
+                page.get_by_text(SKIPPED, exact=True).last.click()
+                if shown(page, "Skip reason:", timeout=10) and shown(page, HOLDER, timeout=5):
+                    seen.append("Skip reason:")
+        finally:
+            page.screenshot(path=TICKS_SCREENSHOT, full_page=True)
+    return seen
 
 
 def attempts(ledger: Ledger, stage: str, epoch: int) -> set[str]:

@@ -101,11 +101,11 @@ def test_the_demo_drives_bank_through_dagster_and_verifies_it(
     # the epoch naming it (and does not run it again), the correction lets it run.
     bad = out.split("epoch 0: sending (an accounts file with regions missing)")[1]
     assert re.search(
-        r"run \w{8} epoch 0 \(.*enriched.*\): FAILED after .*: stage 'enriched', epoch 0 failed: "
-        r"expectation region_known failed on \d+ of \d+ rows",
+        r"run \w{8} epoch 0 \(.*enriched.*\): FAILED after .*: stage enriched epoch 0 failed "
+        r"expectation region_known: \d+ of \d+ rows",
         bad,
     ), bad
-    assert "Epoch 0 waits: stage enriched epoch 0 failed: expectation region_known" in bad
+    assert "Epoch 0 waits: stage enriched epoch 0 failed expectation region_known: " in bad
     assert "correcting accounts at epoch 0 with the right file" in bad
     assert re.search(r"run \w{8} epoch 0 \(enriched, region_totals\): succeeded", bad), bad
     assert "enriched.region_known (fail): 0 of " in out

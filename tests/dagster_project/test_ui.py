@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.parse
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Locator, Page
 
 from pipelines.examples import bank
-from tests.dagster_project.browser import VIEWPORT, chromium, shown
+from tests.dagster_project.browser import VIEWPORT, chromium, group_page, shown
 from tests.dagster_project.dagster_dev import REPO, DagsterDev
 
 pytestmark = [pytest.mark.dagster, pytest.mark.browser]
@@ -38,29 +37,6 @@ FIND_SECONDS = 30.0
 """How long the page may take to load the code location and lay out the graph."""
 SETTLE_SECONDS = 10.0
 """How long the nodes may take to show their status (for the screenshot: no failure if longer)."""
-
-
-def group_page(dev: DagsterDev, group: str) -> str:
-    """The address of an asset group's lineage page, as the UI builds it: the code location (the
-    repository's name too, unless it is the unnamed ``__repository__``) and the group's name."""
-    data = dev.graphql(
-        "{ repositoriesOrError { ... on RepositoryConnection { nodes { name location { name } "
-        "assetGroups { groupName } } } } }"
-    )
-    holders = [
-        (r["name"], r["location"]["name"])
-        for r in data["repositoriesOrError"]["nodes"]
-        if group in {g["groupName"] for g in r["assetGroups"]}
-    ]
-    assert len(holders) == 1, f"asset group {group!r} in {len(holders)} repositories: {data}"
-    [(name, location)] = holders
-    repo_path = urllib.parse.quote(location, safe="")
-    if name != "__repository__":
-        repo_path = f"{name}@{repo_path}"
-    return (
-        f"http://127.0.0.1:{dev.port}/locations/{repo_path}"
-        f"/asset-groups/{urllib.parse.quote(group, safe='')}/lineage"
-    )
 
 
 def graph_node(page: Page, asset: str) -> Locator:

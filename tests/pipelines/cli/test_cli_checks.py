@@ -58,17 +58,17 @@ def test_checks_quarantine_and_a_stopped_run_from_the_command_line(
     (total,) = con.execute("SELECT sum(v * 10) FROM raw WHERE v > 0").fetchone() or (0,)
     dropped = con.execute("SELECT k, v * 10 FROM raw WHERE v <= 0 ORDER BY k").fetchall()
     assert total == 80
-    assert "expectation small failed on 1 of 1 rows" in err
+    assert "stage total epoch 0 failed expectation small: 1 of 1 rows" in err
 
     code, out, _ = cli("read", "kept", "0", "--quarantine", "--format", "csv")
     assert code == 0
     assert out.splitlines() == ["k,v", *(f"{k},{v}" for k, v in dropped)]
     code, out, err = cli("read", "total", "0")
     assert code == 3
-    assert "stage total epoch 0 failed: expectation small failed on 1 of 1 rows" in err
+    assert "stage total epoch 0 failed expectation small: 1 of 1 rows" in err
     assert main(["status", *where[:4]]) == 0  # it reads the ledger only: no --data
     out = capsys.readouterr().out
-    assert "stage total epoch 0 failed: expectation small failed on 1 of 1 rows" in out
+    assert "stage total epoch 0 failed expectation small: 1 of 1 rows" in out
 
     code, out, _ = cli("checks")
     assert code == 0

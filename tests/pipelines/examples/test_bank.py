@@ -25,8 +25,8 @@ def test_every_stage_of_bank_matches_the_oracle(tmp_path: Path, spark: SparkSess
     assert "source card_payments, worker 2, still holds epoch 2" in text
     # The bad accounts file of epoch 0 stops enriched there, naming the expectation, until the
     # correction; the drop of card payments that are no debit is counted.
-    assert "stage 'enriched', epoch 0 failed: expectation region_known failed on" in text
-    assert "enriched epoch 0 waits: stage enriched epoch 0 failed: expectation region_kn" in text
+    assert "stage enriched epoch 0 failed expectation region_known: " in text
+    assert "enriched epoch 0 waits: stage enriched epoch 0 failed expectation region_known" in text
     assert "correcting accounts at epoch 0 with the right file" in text
     assert "enriched.region_known (fail): 0 of" in text
     assert "stopped 1 run(s): epoch 0 (" in text

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from pipelines.cli.main import main
 from pipelines.errors import PipelineDefinitionError, PipelineError
 from pipelines.run.runtime import Runtime
+from progress.lateness import complete_at
 from progress.ledger import Ledger
 from tests.pipelines.cli.places import on
 from tests.pipelines.reads.test_subscription import numbers, write
@@ -62,6 +63,15 @@ def test_a_late_worker_and_each_stage_lag(
         assert lag.open_seconds is not None
         assert lag.open_seconds >= 0
     assert lags["nums"].latency_seconds == 0  # a source's epoch is final once released
+    # One epoch's times read only that epoch's moments: the same as the whole timeline's.
+    whole = rt.ledger.timeline("numbers")
+    for epoch in range(4):
+        times = rt.epoch_times("big", epoch)
+        want = complete_at(whole.releases, {"nums": 2}, {"nums": [epoch]})
+        assert times.input_complete_at == want, epoch
+        assert times.committed_at == whole.commits.get(("big", epoch)), epoch
+        assert times.final == (epoch < 3)
+    assert rt.epoch_times("big", 2).input_complete_at == lags["big"].input_complete_at
     assert lags["big"].describe().startswith("big: epoch 2 final ")
     assert lags["big"].describe().endswith(": source nums, worker 1, still holds epoch 3")
 
@@ -88,11 +98,15 @@ def test_a_stage_behind_its_freshness_is_named_by_lag_and_the_sensor(
 ) -> None:
     from dagster_project.sensors import read_tick
 
-    p = numbers()
-    p.freshness("big", timedelta(seconds=1))
+    p = numbers(freshness=timedelta(seconds=1))
+    assert p.fresh_within == {"big": timedelta(seconds=1)}
     with pytest.raises(PipelineDefinitionError) as raised:
         p.freshness("big", timedelta(0))
     assert raised.value.argument == "within"
+    with pytest.raises(PipelineDefinitionError, match="a positive timedelta"):
+        numbers(freshness=timedelta(seconds=-1))
+    p.freshness("nums", timedelta(hours=1))  # a stage defined elsewhere
+    assert p.fresh_within == {"big": timedelta(seconds=1), "nums": timedelta(hours=1)}
     rt = Runtime(p, Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
     rt.input("nums", 0).send(write(tmp_path / "w0.parquet", [1]))
     rt.input("nums", 0).advance_to(1)  # worker 1 holds epoch 0

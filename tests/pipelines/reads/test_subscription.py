@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
@@ -24,10 +25,12 @@ REPO = Path(__file__).resolve().parents[3]
 NUMBERS = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.LongType())])
 
 
-def numbers() -> Pipeline:
-    """One source of two workers (the other process feeds it) and a transform below."""
+def numbers(freshness: timedelta | None = None) -> Pipeline:
+    """One source of two workers (the other process feeds it) and a transform below (with
+    ``freshness``)."""
     p = Pipeline("numbers")
-    p.transform("big", p.source("nums", schema=NUMBERS, workers=2), fn=lambda df: df)
+    nums = p.source("nums", schema=NUMBERS, workers=2)
+    p.transform("big", nums, fn=lambda df: df, freshness=freshness)
     return p
 
 

@@ -2,10 +2,14 @@
 ``drop`` commits the passing rows and keeps the others in the epoch's quarantine, ``fail``
 commits nothing, names the expectation in the run's error and in the blockers of what waits,
 and passes after a correction. At a source, a ``fail`` refuses the send and a ``drop``
-quarantines at send. Every result is in ``Runtime.expectations``."""
+quarantines at send; a send killed between its check and its commit records nothing. Every
+result is in ``Runtime.expectations``."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from pathlib import Path
 
 import duckdb
@@ -16,16 +20,20 @@ from pyspark.sql import SparkSession
 
 from pipelines.errors import (
     EpochNotCompleteError,
+    ExpectationFailedError,
     InputValidationError,
     RunFailedError,
-    StageFailedError,
 )
 from pipelines.run.runtime import Runtime
 from pipelines.stages.expectations import OnFail
+from progress.faults import FAULT_ENV, FaultPoint
 from progress.ledger import Ledger
+from tests.children import run_in_group
 from tests.fixtures.shop import ARROW, WORKERS, oracle, rows_of, shop, write_inputs
 
 pytestmark = pytest.mark.spark
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def checked_shop(tmp_path: Path, spark: SparkSession) -> Runtime:
@@ -109,16 +117,18 @@ def test_each_action_against_the_oracle_and_a_fail_that_a_correction_clears(
     joined = expected["by_region"]
     nulls = sum(1 for row in joined if row[4] is None)
     assert nulls >= 1
-    region_fails = f"expectation region_known failed on {nulls} of {len(joined)} rows"
+    region_fails = f"stage by_region epoch 0 failed expectation region_known: {nulls} of "
+    region_fails += f"{len(joined)} rows"
     with pytest.raises(RunFailedError) as raised:
         rt.run()
     (stopped,) = raised.value.failures
-    assert isinstance(stopped, StageFailedError)
-    assert (stopped.stage, stopped.epoch) == ("by_region", 0)
-    assert region_fails in stopped.cause
+    assert isinstance(stopped, ExpectationFailedError)
+    assert (stopped.stage, stopped.epoch, stopped.expectation) == ("by_region", 0, "region_known")
+    assert (stopped.rows_failing, stopped.rows_checked) == (nulls, len(joined))
+    assert str(stopped) == f"{region_fails}; nothing was committed"
     assert rt.ledger.message("shop", "by_region", 0, 0) == []
     blockers = rt.blockers("by_region", 0)
-    assert any(b.startswith("stage by_region epoch 0 failed: " + region_fails) for b in blockers)
+    assert region_fails in blockers
     with pytest.raises(EpochNotCompleteError) as held:
         rt.read("by_region", 0)
     assert any(region_fails in b for b in held.value.blockers)
@@ -158,7 +168,7 @@ def test_a_source_fail_refuses_the_send_and_commits_nothing(
         rt.input("refunds", 0).send(path)
     err = raised.value
     assert (err.stage, err.epoch, err.file) == ("refunds", 0, str(path))
-    assert "expectation unique_refund failed on 2 of 3 rows" in str(err)
+    assert "failed expectation unique_refund: 2 of 3 rows" in str(err)
     assert rt.ledger.message("shop", "refunds", 0, 0) == []
     assert rt.expectations() == []  # a refused send records nothing
     assert not list((tmp_path / "data").rglob("*.parquet"))  # and leaves no file
@@ -187,3 +197,49 @@ def test_a_condition_that_cannot_be_checked_fails_the_run_naming_it(
     assert failure.cause.startswith(said), failure.cause
     assert rt.ledger.message("shop", "valid_orders", 0, 0) == []
     assert not list((tmp_path / "data" / "shop" / "valid_orders").rglob("*.parquet"))
+
+
+KILLED_SEND = """
+import sys
+from pathlib import Path
+from pipelines.spark.session import spark_session
+from tests.pipelines.run.test_expectations import checked_shop
+
+rt = checked_shop(Path(sys.argv[1]), spark_session("local[1]"))
+rt.input("orders", 0).send(Path(sys.argv[2]))
+"""
+
+
+def test_a_send_killed_between_its_check_and_its_commit_leaves_nothing(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    rt = checked_shop(tmp_path, spark)
+    path = orders_file(tmp_path / "orders.parquet", [(1, 5.0), (2, -3.0), (3, 7.0)])
+    # The child's first ledger transaction registers the pipeline; its second commits the send.
+    env = {**os.environ, FAULT_ENV: f"{FaultPoint.LEDGER_TRANSACTION.value}:2"}
+    child = run_in_group(
+        [sys.executable, "-c", KILLED_SEND, str(tmp_path), str(path)], cwd=REPO, env=env
+    )
+    err = child.stderr
+    assert child.returncode == -signal.SIGKILL, err[-3000:]
+    assert "epochgate fault: killed at ledger-transaction" in err
+    data = tmp_path / "data"
+    assert [p for p in data.rglob("*.quarantine") if p.is_dir()], "the check did not run"
+    assert rt.ledger.message("shop", "orders", 0, 0) == []
+    assert rt.expectations() == []  # nothing of the killed send is recorded
+
+    rt.input("orders", 0).send(path)  # once more, whole
+    (result,) = rt.expectations()
+    assert (result.expectation, result.rows_checked, result.rows_failing) == (
+        "positive_amount",
+        3,
+        1,
+    )
+    assert len([p for p in data.rglob("*.quarantine") if p.is_dir()]) == 2
+    assert rt.collect_garbage(older_than=0)  # the killed send's files: never committed
+    assert len([p for p in data.rglob("*.quarantine") if p.is_dir()]) == 1
+    kept = sorted((r.order_id, r.amount) for r in rt.read("orders", 0, complete=False).collect())
+    assert kept == [(1, 5.0), (3, 7.0)]
+    dropped = rt.read("orders", 0, complete=False, quarantine=True).collect()
+    assert [(r.order_id, r.amount) for r in dropped] == [(2, -3.0)]
+    assert rt.ledger.verify().ok

@@ -3,11 +3,9 @@ epoch published atomically after its commit, and what a killed run left publishe
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +23,7 @@ from pipelines.run.runtime import Runtime
 from pipelines.run.sinks import VERSIONS, SinkDirectory, resolve_sink_path
 from pipelines.run.storage import runtime_home
 from pipelines.stages.pipeline import Pipeline
+from tests.children import run_in_group
 from tests.fixtures import exports
 from tests.fixtures.exports import SALES, oracle, published, write_input
 
@@ -283,23 +282,12 @@ def run_child(home: Path, point: str, epoch: int, *extra: str) -> None:
     cwd = home.parent / "child-cwd"
     cwd.mkdir(exist_ok=True)
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    child = subprocess.Popen(
+    child = run_in_group(
         [sys.executable, "-m", "tests.fixtures.exports", str(home), point, str(epoch), *extra],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": path},
-        start_new_session=True,  # its JVM too: what is left of the group is killed below
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
     )
-    try:
-        out, err = child.communicate(timeout=300)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
-    assert child.returncode == -signal.SIGKILL, out[-2000:] + err[-2000:]
+    assert child.returncode == -signal.SIGKILL, child.stdout[-2000:] + child.stderr[-2000:]
     assert list(cwd.iterdir()) == []
 
 

@@ -1,9 +1,11 @@
 """Expectations are checked when they are defined: a name that is an identifier and new on its
 stage, one of a condition and ``unique=`` columns that exist where the definition knows them,
-``on_fail`` one of warn, drop, fail, and a stage whose kind can take it."""
+``on_fail`` one of warn, drop, fail, and a stage whose kind can take it. So is a stage's
+freshness, given where the stage is defined."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,27 @@ def test_drop_needs_a_kind_written_row_for_row(tmp_path: Path) -> None:
     other = Pipeline("other")
     stream = other.source("src", schema=SCHEMA, workers=1)
     assert "belongs to pipeline 'other'" in refused(p, stream, "x", "k > 0").reason
+
+
+def test_every_stage_with_output_epochs_may_declare_its_freshness() -> None:
+    hour = timedelta(hours=1)
+    p = Pipeline("fresh")
+    src = p.source("src", schema=SCHEMA, freshness=hour)
+    dim = p.dimension("dim", schema=SCHEMA, freshness=hour)
+    copied = p.transform("copied", src, fn=lambda df: df, freshness=hour)
+    both = p.union("both", src, copied, freshness=hour)
+    joined = p.join("joined", both, dim, on=["k"], freshness=hour)
+    p.stateful("kept", joined, key=["k"], schema=SCHEMA, update=lambda b, s: b, freshness=hour)
+    p.aggregate("totals", joined, key=["k"], aggs={"n": ("count", None)}, freshness=hour)
+    p.iterate("fixed", src, init=lambda df: df, step=lambda s, b: s, freshness=hour)
+    p.transform("plain", src, fn=lambda df: df)
+    assert p.fresh_within == dict.fromkeys(
+        ["src", "dim", "copied", "both", "joined", "kept", "totals", "fixed"], hour
+    )
+    with pytest.raises(PipelineDefinitionError) as raised:
+        p.transform("stale", src, fn=lambda df: df, freshness=timedelta(0))
+    assert (raised.value.stage, raised.value.argument) == ("stale", "within")
+    assert "stale" not in p.stages  # nothing of a refused stage is kept
+    p.sink("out", src, path="out")
+    with pytest.raises(PipelineDefinitionError, match="a sink has no epochs"):
+        p.freshness("out", hour)
