@@ -1,9 +1,14 @@
 """A sink that publishes each committed epoch to a Delta Lake table, one table commit per epoch.
 
 The table has the stage's columns and an ``epoch`` column it is partitioned by. Publishing an
-epoch replaces that epoch's rows in one Delta commit (an overwrite with the predicate
-``epoch = N``): a reader of the table sees the epoch's previous rows or its new ones, never half
-and never both. Every commit carries the pipeline, stage, epoch and attempt in its commit info
+epoch replaces that epoch's rows in one Delta commit: a reader of the table sees the epoch's
+previous rows or its new ones, never half and never both. The committed attempt's Parquet
+files become the table's files as they are (hard links in its ``epoch=N`` folder: the epoch is
+a partition value, not a column of the files), one add action each, with the epoch's earlier
+files removed in the same commit; no row is read or written again. Files with INT96
+timestamps (Spark's legacy encoding, which Delta's readers need not read), and the epoch of a
+table that gains columns, are written again instead, as an overwrite with the predicate
+``epoch = N``. Every commit carries the pipeline, stage, epoch and attempt in its commit info
 (``DeltaTable.history()``) and an application transaction per epoch (``epochgate/PIPELINE/
 STAGE/epoch=N``) whose version is the ledger batch that committed the attempt: a publish that
 finds that version already in the table does nothing, so a run killed after its table commit
@@ -19,27 +24,27 @@ its commit (``check``), and nothing is committed.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction, write_deltalake
 from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from pipelines.errors import SinkPublishError, StageFailedError
-from pipelines.run.published import Committed
+from pipelines.run.published import Committed, SinkPlace
+from pipelines.run.storage import link_or_copy
 from pipelines.stages.sink_formats import EPOCH_COLUMN, SinkFormat
-from progress import Time
+from progress import Time, faults
+from progress.faults import FaultPoint
 
 
 @dataclass(frozen=True)
-class DeltaSink:
+class DeltaSink(SinkPlace):
     """The Delta table at ``root`` that one sink publishes to."""
-
-    pipeline: str
-    stage: str
-    root: Path
 
     def app_id(self, epoch: Time) -> str:
         """The application transaction that records which batch the table shows for ``epoch``."""
@@ -70,7 +75,7 @@ class DeltaSink:
         """Before the commit: the rows fit the table (see the module docs), else
         ``StageFailedError`` naming the columns."""
         try:
-            self._rows(committed, self.table())
+            self._columns(committed, self.table())
         except _UnfitError as err:
             reason = f"cannot publish to the Delta table at {self.root}: {err.reason}"
             raise StageFailedError(self.stage, committed.epoch, reason) from None
@@ -83,57 +88,130 @@ class DeltaSink:
             return
         epoch = committed.epoch
         try:
-            rows = self._rows(committed, table)
+            columns = self._columns(committed, table)
         except _UnfitError as err:
             raise SinkPublishError(
                 self.pipeline, self.stage, epoch, self.root, err.reason
             ) from None
-        if rows is None:  # no table and no rows: nothing to replace
+        if columns is None:  # no table and no rows: nothing to replace
             return
-        merge = table is not None and _added(self._schema(table), rows.schema)
-        metadata = {
-            "epochgate.pipeline": self.pipeline,
-            "epochgate.stage": self.stage,
-            "epochgate.epoch": str(epoch),
-            "epochgate.attempt": committed.attempt,
-        }
+        props = CommitProperties(
+            custom_metadata={
+                "epochgate.pipeline": self.pipeline,
+                "epochgate.stage": self.stage,
+                "epochgate.epoch": str(epoch),
+                "epochgate.attempt": committed.attempt,
+            },
+            app_transactions=[Transaction(self.app_id(epoch), committed.batch_id)],
+        )
+        grows = table is not None and _added(self._schema(table), columns)
         try:
-            write_deltalake(
-                str(self.root),
-                rows,
-                mode="overwrite",
-                predicate=f"{EPOCH_COLUMN} = {epoch}",
-                partition_by=[EPOCH_COLUMN],
-                schema_mode="merge" if merge else None,
-                commit_properties=CommitProperties(
-                    custom_metadata=metadata,
-                    app_transactions=[Transaction(self.app_id(epoch), committed.batch_id)],
-                ),
-            )
+            if grows or not _as_they_are(committed.files):
+                self._rewrite(committed, columns, props, merge=grows)
+            else:
+                self._take(committed, table, columns, props)
         except OSError as err:
             raise SinkPublishError(self.pipeline, self.stage, epoch, self.root, str(err)) from err
+        faults.reach(FaultPoint.TABLE_COMMITTED)
 
-    def _rows(self, committed: Committed, table: DeltaTable | None) -> pa.Table | None:
-        """The epoch's rows with its ``epoch`` column, checked against the table's columns;
-        None when there are none and no table to take the columns from."""
+    def _take(
+        self,
+        committed: Committed,
+        table: DeltaTable | None,
+        columns: pa.Schema,
+        props: CommitProperties,
+    ) -> None:
+        """Commit the attempt's files as they are: hard links in the epoch's folder of the
+        table (the epoch is a partition value, not a column of the files), one add action
+        each, replacing the epoch's files in the same commit. No row is read or written."""
         epoch = committed.epoch
+        adds: list[AddAction] = []
         if committed.files is not None:
+            folder = self.root / f"{EPOCH_COLUMN}={epoch}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for source in _parquet_files(committed.files):
+                name = f"{committed.attempt}-{source.name}"
+                target = folder / name
+                if not target.exists():
+                    link_or_copy(str(source), str(target))
+                found = target.stat()
+                rows = pq.ParquetFile(target).metadata.num_rows
+                adds.append(
+                    AddAction(
+                        f"{EPOCH_COLUMN}={epoch}/{name}",
+                        found.st_size,
+                        {EPOCH_COLUMN: str(epoch)},
+                        found.st_mtime_ns // 1_000_000,
+                        True,
+                        json.dumps({"numRecords": rows}),
+                    )
+                )
+        schema = Schema.from_arrow(columns)
+        if table is None:
+            create_table_with_add_actions(
+                str(self.root),
+                schema,
+                adds,
+                mode="append",
+                partition_by=[EPOCH_COLUMN],
+                commit_properties=props,
+            )
+            return
+        table.create_write_transaction(
+            list[AddAction | RemoveAction](adds),
+            mode="overwrite",
+            schema=schema,
+            partition_by=[EPOCH_COLUMN],
+            partition_filters=[(EPOCH_COLUMN, "=", str(epoch))],
+            commit_properties=props,
+        )
+
+    def _rewrite(
+        self, committed: Committed, columns: pa.Schema, props: CommitProperties, *, merge: bool
+    ) -> None:
+        """Write the epoch's rows again as a predicate overwrite (a table gaining columns, or
+        files whose encoding the table does not take as they are)."""
+        epoch = committed.epoch
+        if committed.files is None:
+            rows = columns.empty_table()
+        else:
             read = pq.read_table(committed.files)
-            if EPOCH_COLUMN in read.column_names:
+            rows = read.append_column(
+                pa.field(EPOCH_COLUMN, pa.int64()), pa.array([epoch] * read.num_rows, pa.int64())
+            )
+        write_deltalake(
+            str(self.root),
+            rows,
+            mode="overwrite",
+            predicate=f"{EPOCH_COLUMN} = {epoch}",
+            partition_by=[EPOCH_COLUMN],
+            schema_mode="merge" if merge else None,
+            commit_properties=props,
+        )
+
+    def _columns(self, committed: Committed, table: DeltaTable | None) -> pa.Schema | None:
+        """The columns of the epoch's rows with its ``epoch`` column (from the files' footers:
+        no row is read), checked against the table's; None when there are no rows and no table
+        to take the columns from."""
+        if committed.files is not None:
+            files = _parquet_files(committed.files)
+            read = pq.read_schema(files[0]) if files else None
+            if read is None:
+                columns = self._schema(table) if table is not None else None
+            elif EPOCH_COLUMN in read.names:
                 raise _UnfitError(
                     f"its input has a column named {EPOCH_COLUMN!r}, which a Delta sink adds "
                     "itself: rename it in the stage it publishes"
                 )
-            rows = read.append_column(
-                pa.field(EPOCH_COLUMN, pa.int64()), pa.array([epoch] * read.num_rows, pa.int64())
-            )
+            else:
+                columns = read.remove_metadata().append(pa.field(EPOCH_COLUMN, pa.int64()))
         elif table is not None:
-            rows = self._schema(table).empty_table()
+            columns = self._schema(table)
         else:
-            return None
-        if table is not None:
-            _check(self._schema(table), rows.schema)
-        return rows
+            columns = None
+        if columns is not None and table is not None:
+            _check(self._schema(table), columns)
+        return columns
 
     @staticmethod
     def _schema(table: DeltaTable) -> pa.Schema:
@@ -185,3 +263,20 @@ def _same_type(table: pa.DataType, rows: pa.DataType) -> bool:
         if any(test(table) for test in family) and any(test(rows) for test in family):
             return True
     return bool(pa.types.is_timestamp(table) and pa.types.is_timestamp(rows))
+
+
+def _parquet_files(folder: Path) -> list[Path]:
+    """The data files of a committed attempt, in name order."""
+    return sorted(folder.glob("*.parquet"))
+
+
+def _as_they_are(files: Path | None) -> bool:
+    """Whether the table can take the attempt's files as they are: none of their columns is
+    an INT96 timestamp (Spark's legacy encoding, which Delta's readers need not read)."""
+    if files is None:
+        return True
+    for path in _parquet_files(files):
+        schema = pq.ParquetFile(path).schema
+        if any(schema.column(i).physical_type == "INT96" for i in range(len(schema))):
+            return False
+    return True

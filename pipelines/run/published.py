@@ -23,6 +23,15 @@ class Committed:
     files: Path | None
 
 
+@dataclass(frozen=True)
+class SinkPlace:
+    """One sink of one pipeline and the path it publishes to (its targets' common part)."""
+
+    pipeline: str
+    stage: str
+    root: Path
+
+
 class SinkTarget(Protocol):
     """Where one sink publishes, in its format."""
 

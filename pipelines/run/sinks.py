@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.errors import SinkPublishError
-from pipelines.run.published import Committed, SinkState, SinkTarget
+from pipelines.run.published import Committed, SinkPlace, SinkState, SinkTarget
 from pipelines.run.storage import link_or_copy
 from pipelines.stages.sink_formats import SinkFormat
 from progress import Time
@@ -80,12 +80,8 @@ def resolve_sink_path(path: str, home: Path) -> Path:
 
 
 @dataclass(frozen=True)
-class SinkDirectory:
+class SinkDirectory(SinkPlace):
     """The directory one sink publishes to: an epoch link and hidden versions per epoch."""
-
-    pipeline: str
-    stage: str
-    root: Path
 
     def link(self, epoch: Time) -> Path:
         """``PATH/epoch=N``: what readers read."""

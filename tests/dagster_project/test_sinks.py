@@ -10,10 +10,11 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from dagster_project import LedgerResource, SparkResource, build_definitions
+from dagster_project import LedgerResource
 from dagster_project.names import stage_key
 from pipelines.run.runtime import Runtime
 from tests.dagster_project.driver import Driver
+from tests.dagster_project.scenario import local_definitions
 from tests.dagster_project.test_delays import materialization
 from tests.fixtures.exports import pipeline, send, write_input
 
@@ -26,11 +27,7 @@ def test_each_materialization_of_a_sink_names_its_format_location_and_version(
 ) -> None:
     sales = pipeline(sink_format)
     ledger = LedgerResource(path=str(tmp_path / "home" / "ledger.duckdb"))
-    defs = build_definitions(
-        [sales],
-        spark=SparkResource(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}),
-        ledger=ledger,
-    )
+    defs = local_definitions(sales, ledger)
     rt = Runtime(sales, ledger.ledger(), spark, ledger.data_root)
     send(rt, {e: write_input(tmp_path / "raw", e) for e in range(2)})
     Driver(defs, instance, pipeline="sales").drive()

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from pipelines.errors import PipelineDefinitionError, RunFailedError
+from pipelines.run.delta_sink import DeltaSink
+from pipelines.run.published import Committed
 from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger
@@ -211,3 +216,35 @@ def test_a_sink_format_is_checked_where_it_is_defined(monkeypatch: pytest.Monkey
         p.sink("lake", src, path="lake", format="delta")
     assert "pip install 'epochgate[delta]'" in missing.value.reason
     assert "lake" not in p.stages
+
+
+@pytest.mark.unit
+def test_files_with_int96_timestamps_are_written_again_and_others_taken_as_they_are(
+    tmp_path: Path,
+) -> None:
+    """Spark's legacy INT96 timestamps are rewritten (Delta's readers need not read them);
+    other files become the table's files as they are, hard links of the attempt's."""
+    when = datetime(2026, 11, 28, 12, 30, tzinfo=UTC)
+    rows = pa.table({"k": pa.array([1, 2], pa.int64()), "at": pa.array([when, when])})
+    for epoch, legacy in ((0, True), (1, False)):
+        files = tmp_path / f"attempt-{epoch}"
+        files.mkdir()
+        pq.write_table(rows, files / "part-0.parquet", use_deprecated_int96_timestamps=legacy)
+        DeltaSink("p", "lake", tmp_path / "table").publish(Committed(epoch, f"a{epoch}", 1, files))
+    table = DeltaTable(str(tmp_path / "table"))
+    read = table.to_pyarrow_table().to_pylist()
+    assert sorted((r["epoch"], r["k"], r["at"]) for r in read) == [
+        (0, 1, when),
+        (0, 2, when),
+        (1, 1, when),
+        (1, 2, when),
+    ]
+    taken = [Path(f) for f in table.file_uris() if "epoch=1" in f]
+    assert [f.stat().st_ino for f in taken] == [
+        (tmp_path / "attempt-1" / "part-0.parquet").stat().st_ino
+    ]
+    assert all(
+        (tmp_path / "attempt-1" / "part-0.parquet").stat().st_ino != Path(f).stat().st_ino
+        for f in table.file_uris()
+        if "epoch=0" in f
+    )
