@@ -99,6 +99,7 @@ bench: $(STAMP) ## Run every bench script, writing bench/RESULTS.md and bench/pl
 	$(BIN)/python bench/bench_overhead.py --profile
 	$(BIN)/python bench/bench_partial.py
 	$(BIN)/python bench/bench_capture.py
+	$(BIN)/python bench/bench_sinks.py
 	$(BIN)/python bench/bench_peers.py
 	$(BIN)/python bench/bench_incremental.py
 	$(BIN)/python bench/bench_scaling.py

@@ -39,6 +39,7 @@ from dagster_project.metadata import (
     epoch_time_metadata,
     input_frontiers,
     materialized,
+    sink_metadata,
     state_metadata,
 )
 from dagster_project.names import (
@@ -58,6 +59,8 @@ from dagster_project.resources import (
 )
 from pipelines.errors import BackfillIncompleteError, PipelineError, StageNotReadyError
 from pipelines.run.runtime import RunResult, RunStatus, Runtime
+from pipelines.run.sinks import sink_target
+from pipelines.stages.kinds import SinkStage
 from pipelines.stages.pipeline import Pipeline, Stage
 from progress import faults
 from progress.faults import FaultPoint
@@ -275,8 +278,11 @@ class StageRun:
                 metadata = done.metadata() | epoch_time_metadata(
                     runtime.epoch_times(stage, self.epoch)
                 )
-                if self.pipeline.stage(stage).partial is not None:
+                spec = self.pipeline.stage(stage)
+                if spec.partial is not None:
                     metadata |= state_metadata(runtime.state_info(stage))
+                if isinstance(spec, SinkStage):
+                    metadata |= sink_metadata(sink_target(spec, p, runtime.home))
                 faults.reach(FaultPoint.BEFORE_MATERIALIZATION)
                 yield dg.MaterializeResult(
                     asset_key=key, metadata=metadata, data_version=done.data_version()

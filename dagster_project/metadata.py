@@ -17,6 +17,7 @@ import dagster as dg
 from dagster_project.columns import parquet_table_schema
 from pipelines.reads.lag import EpochTimes
 from pipelines.reads.lookup import StateInfo
+from pipelines.run.published import SinkTarget
 from pipelines.run.runtime import RunResult
 from pipelines.stages.pipeline import Pipeline, Stage
 from progress import Target, Time, Tracker
@@ -180,6 +181,16 @@ def _int(t: Time) -> int:
     if not isinstance(t, int):
         raise TypeError(f"pipeline stages run at int epochs, not {t!r}")
     return t
+
+
+def sink_metadata(sink: SinkTarget) -> dict[str, Any]:
+    """Where a sink published the epoch: its format, its location and, for a table format,
+    the table's version after the publish."""
+    out: dict[str, Any] = {"format": sink.format.value, "location": str(sink.root)}
+    version = sink.version()
+    if version is not None:
+        out["table_version"] = version
+    return out
 
 
 def epoch_time_metadata(times: EpochTimes) -> dict[str, Any]:

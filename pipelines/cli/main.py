@@ -22,6 +22,7 @@ from pipelines.cli import (
     replay,
     runs,
     sail,
+    sinks,
     spark,
 )
 from pipelines.cli.init import epochgate_version
@@ -35,6 +36,7 @@ GROUPS = (
     inputs,
     runs,
     outputs,
+    sinks,
     expectations,
     lag,
     ledger,

@@ -95,7 +95,7 @@ def carry(
     work.state.stage(p, name, epoch, work.attempt, f"{written.path}/*.parquet")
     budget = partial.max_keys if partial is not None else None
 
-    def committed() -> None:
+    def committed(_batch: int) -> None:
         work.state.commit(p, name, key, work.attempt)
         if budget is not None:
             PartialKeys(work.state).evict(p, (name, *work.below), key, max_keys=budget)

@@ -349,7 +349,7 @@ class Executor:
             return RunResult(stage.name, epoch, RunStatus.DONE_ALREADY)
         faults.reach(FaultPoint.BEFORE_PUBLISH)
         if produced.committed is not None:
-            produced.committed()
+            produced.committed(result.batch_id)
         return RunResult(
             stage.name,
             epoch,

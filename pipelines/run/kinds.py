@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pipelines.run.carry import carry, replay_updates, settle
 from pipelines.run.iteration import Rounds, pending_paths
-from pipelines.run.sinks import sink_directory
+from pipelines.run.published import Committed
+from pipelines.run.sinks import sink_target
 from pipelines.run.work import Produced, StageWork, Written
 from pipelines.spark._internals import spark_type_of_arrow
 from pipelines.stages.aggregate import AggregateStage
@@ -263,9 +264,14 @@ class SinkRun(KindRun[SinkStage]):
         stage's; it is published once it is committed."""
         linked = work.linkable()
         produced = work.write(work.frames[0]) if linked is None else work.link(linked)
-        sink = sink_directory(stage, work.pipeline, work.home)
+        sink = sink_target(stage, work.pipeline, work.home)
         epoch, attempt, files = work.output_time, work.attempt, produced.written
-        return dataclasses.replace(produced, committed=lambda: sink.publish(epoch, attempt, files))
+        sink.check(Committed(epoch, attempt, 0, files))  # before the commit: it fits
+
+        def publish(batch: int) -> None:
+            sink.publish(Committed(epoch, attempt, batch, files))
+
+        return dataclasses.replace(produced, committed=publish)
 
 
 RUNS: dict[type[Stage], KindRun[Any]] = {

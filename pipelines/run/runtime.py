@@ -48,8 +48,9 @@ from pipelines.run.expectations import ExpectationResult
 from pipelines.run.inputs import SourceInput
 from pipelines.run.iteration import RoundCallback
 from pipelines.run.kinds import run_of
+from pipelines.run.published import SinkState, SinkTarget
 from pipelines.run.revisions import above, next_revision
-from pipelines.run.sinks import SinkDirectory, publish_committed, sink_directory
+from pipelines.run.sinks import publish_committed, sink_states, sink_target
 from pipelines.run.storage import DataStore, runtime_home
 from pipelines.settings import STATE_FILE, state_path
 from pipelines.spark.session import LazySpark, SparkFactory
@@ -130,20 +131,24 @@ class Runtime:
         return self._sink(sink).root
 
     def publish_sinks(self) -> list[tuple[str, Time]]:
-        """Publish every committed sink epoch that its path does not show yet: one a run
-        committed but was killed before publishing, or a revision. ``run()`` does this first.
-        Returns the ``(sink, epoch)`` published; with nothing to do, it costs one ledger
-        session and a readlink per sink epoch (no Spark)."""
-        sinks = [
-            self._sink(s.name) for s in self.pipeline.stages.values() if isinstance(s, SinkStage)
-        ]
-        return publish_committed(self.ledger, sinks)
+        """Publish every committed sink epoch its sink does not show yet (a run killed before
+        its publish, a revision); ``run()`` does this first. Returns the ``(sink, epoch)``
+        published; with nothing to do, one ledger session and a look per sink epoch."""
+        return publish_committed(self.ledger, self.pipeline.name, self._sinks())
 
-    def _sink(self, name: str) -> SinkDirectory:
+    def sinks(self) -> list[SinkState]:
+        """Each sink's format, location, last published epoch and table version."""
+        return sink_states(self.ledger, self.pipeline.name, self._sinks())
+
+    def _sinks(self) -> list[SinkTarget]:
+        stages = self.pipeline.stages.values()
+        return [self._sink(s.name) for s in stages if isinstance(s, SinkStage)]
+
+    def _sink(self, name: str) -> SinkTarget:
         stage = self.pipeline.stage(name)
         if not isinstance(stage, SinkStage):
             raise PipelineError(f"stage {name!r} is a {stage.kind} stage, not a sink")
-        return sink_directory(stage, self.pipeline.name, self.home)
+        return sink_target(stage, self.pipeline.name, self.home)
 
     def input(self, source: str, worker: int = 0) -> SourceInput:
         """The handle of one worker of a source."""

@@ -31,6 +31,10 @@ whose link names another attempt (at most a readlink per epoch when there is not
 A relative sink path is resolved against the runtime's home (the ledger's directory), never the
 process's working directory; one that is empty or climbs out of the home is refused when the
 sink is defined.
+
+A sink of another format publishes the same committed epochs, in the same places, to a table
+(``pipelines.run.delta_sink``); each format's target says whether it shows a committed epoch
+already and publishes it (``SinkTarget``).
 """
 
 from __future__ import annotations
@@ -38,13 +42,15 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.errors import SinkPublishError
+from pipelines.run.published import Committed, SinkPlace, SinkState, SinkTarget
 from pipelines.run.storage import link_or_copy
+from pipelines.stages.sink_formats import SinkFormat
 from progress import Time
 from progress.ledger import Ledger
 
@@ -55,9 +61,15 @@ VERSIONS = ".versions"
 """The hidden directory of a sink's published versions, inside its path."""
 
 
-def sink_directory(stage: SinkStage, pipeline: str, home: Path) -> SinkDirectory:
-    """Where ``stage`` publishes, for a runtime whose home is ``home``."""
-    return SinkDirectory(pipeline, stage.name, resolve_sink_path(stage.path, home))
+def sink_target(stage: SinkStage, pipeline: str, home: Path) -> SinkTarget:
+    """Where ``stage`` publishes, in its format, for a runtime whose home is ``home``."""
+    return _TARGETS[stage.format](pipeline, stage.name, resolve_sink_path(stage.path, home))
+
+
+def _delta(pipeline: str, stage: str, root: Path) -> SinkTarget:
+    from pipelines.run.delta_sink import DeltaSink  # its library is an extra's
+
+    return DeltaSink(pipeline, stage, root)
 
 
 def resolve_sink_path(path: str, home: Path) -> Path:
@@ -68,12 +80,8 @@ def resolve_sink_path(path: str, home: Path) -> Path:
 
 
 @dataclass(frozen=True)
-class SinkDirectory:
+class SinkDirectory(SinkPlace):
     """The directory one sink publishes to: an epoch link and hidden versions per epoch."""
-
-    pipeline: str
-    stage: str
-    root: Path
 
     def link(self, epoch: Time) -> Path:
         """``PATH/epoch=N``: what readers read."""
@@ -95,9 +103,24 @@ class SinkDirectory:
         head, attempt = os.path.split(found)
         return attempt if head == os.path.join(VERSIONS, f"epoch={epoch}") else None
 
-    def publish(self, epoch: Time, attempt: str, files: Path | None) -> None:
-        """Show ``attempt``'s committed ``files`` at ``PATH/epoch=N`` (see the module docs).
-        Call it only for a committed attempt, holding the ledger session that knows it."""
+    def check(self, committed: Committed) -> None:
+        """Any committed epoch can be published as Parquet."""
+
+    @property
+    def format(self) -> SinkFormat:
+        return SinkFormat.PARQUET
+
+    def version(self) -> int | None:
+        """Parquet folders have no table version."""
+        return None
+
+    def shows(self, committed: Committed) -> bool:
+        return self.published(committed.epoch) == committed.attempt
+
+    def publish(self, committed: Committed) -> None:
+        """Show ``committed``'s files at ``PATH/epoch=N`` (see the module docs). Call it only
+        for a committed attempt, holding the ledger session that knows it."""
+        epoch, attempt, files = committed.epoch, committed.attempt, committed.files
         versions = self.versions(epoch)
         try:
             versions.mkdir(parents=True, exist_ok=True)
@@ -139,18 +162,50 @@ def _remove(entry: Path) -> None:
         shutil.rmtree(entry)
 
 
-def publish_committed(ledger: Ledger, sinks: Sequence[SinkDirectory]) -> list[tuple[str, Time]]:
-    """Publish every committed epoch of ``sinks`` whose link does not show its committed
-    attempt (a run killed between its commit and its publish, a revision, a deleted link), in
-    one ledger session. Returns the ``(sink, epoch)`` published."""
+def publish_committed(
+    ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]
+) -> list[tuple[str, Time]]:
+    """Publish every committed epoch of ``sinks`` that its sink does not show (a run killed
+    between its commit and its publish, a revision, a deleted link), in one ledger session.
+    Returns the ``(sink, epoch)`` published."""
     done: list[tuple[str, Time]] = []
     if not sinks:
         return done
     with ledger.session():
         for sink in sinks:
-            for message in ledger.messages(sink.pipeline, sink.stage, 0):
-                if sink.published(message.time) != message.attempt:
-                    files = Path(message.path) if message.path else None
-                    sink.publish(message.time, message.attempt, files)
+            for message in ledger.messages(pipeline, sink.stage, 0):
+                files = Path(message.path) if message.path else None
+                committed = Committed(message.time, message.attempt, message.batch_id, files)
+                if not sink.shows(committed):
+                    sink.publish(committed)
                     done.append((sink.stage, message.time))
     return done
+
+
+def sink_states(ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]) -> list[SinkState]:
+    """Where each of ``sinks`` stands (``SinkState``), in one ledger session."""
+    out: list[SinkState] = []
+    with ledger.session():
+        for sink in sinks:
+            messages = ledger.messages(pipeline, sink.stage, 0)
+            shown = [
+                m.time
+                for m in messages
+                if sink.shows(
+                    Committed(m.time, m.attempt, m.batch_id, Path(m.path) if m.path else None)
+                )
+            ]
+            last = shown[-1] if shown else None  # the messages come in time order
+            where = str(sink.root)
+            out.append(
+                SinkState(
+                    sink.stage, sink.format, where, len(shown), len(messages), last, sink.version()
+                )
+            )
+    return out
+
+
+_TARGETS: dict[SinkFormat, Callable[[str, str, Path], SinkTarget]] = {
+    SinkFormat.PARQUET: SinkDirectory,
+    SinkFormat.DELTA: _delta,
+}

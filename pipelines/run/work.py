@@ -65,8 +65,9 @@ class Produced:
     loop's feedback with nothing to carry round, so the loop stops)."""
     in_commit: Callable[[Ledger], None] | None = None
     """Called inside the transaction of the run's commit (an iterative stage leaves its scope)."""
-    committed: Callable[[], None] | None = None
-    """Called after the commit (a stateful stage's staged rows become its state)."""
+    committed: Callable[[int], None] | None = None
+    """Called after the commit, with its batch (a stateful stage's staged rows become its
+    state; a sink publishes)."""
     abandoned: Callable[[], None] | None = None
     """Called when the commit was a repeat: another run committed the epoch first."""
     quarantine: Path | None = None

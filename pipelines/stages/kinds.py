@@ -34,6 +34,7 @@ from pipelines.stages.arguments import join_kind, missing_columns
 from pipelines.stages.clock import EXPLICIT, CloseRule
 from pipelines.stages.functions import RoundStep, StateUpdate, Transform
 from pipelines.stages.partial import PartialState
+from pipelines.stages.sink_formats import SinkFormat
 from progress import Graph, Time
 from progress.scope import scope_graph, scope_name
 
@@ -379,11 +380,12 @@ class FeedbackStage(Stage):
 
 @dataclass(frozen=True, kw_only=True)
 class SinkStage(Stage):
-    """Each committed epoch of its input, published to ``path`` (Parquet, an ``epoch=N`` link
-    per epoch) after its commit; a relative ``path`` is under the runtime's home (see
-    ``pipelines.run.sinks``)."""
+    """Each committed epoch of its input, published to ``path`` after its commit: as Parquet
+    (an ``epoch=N`` link per epoch) or as a Delta table (``format``); a relative ``path`` is
+    under the runtime's home (see ``pipelines.run.sinks``)."""
 
     path: str
+    format: SinkFormat = SinkFormat.PARQUET
 
     kind: ClassVar[str] = "sink"
     drops_rows: ClassVar[bool] = True
@@ -392,7 +394,9 @@ class SinkStage(Stage):
     def summary(self) -> str:
         relative = not Path(self.path).expanduser().is_absolute()
         where = f"{self.path} under the runtime's home" if relative else self.path
-        return f"Sink: publishes each committed epoch to {where} (epoch=N)"
+        if self.format is SinkFormat.PARQUET:
+            return f"Sink: publishes each committed epoch to {where} (epoch=N)"
+        return f"Sink: publishes each committed epoch to the {self.format.value} table at {where}"
 
 
 def with_inputs(stage: Stage, inputs: tuple[str, ...]) -> Stage:

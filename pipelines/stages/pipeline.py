@@ -65,6 +65,7 @@ from pipelines.stages.kinds import (
 )
 from pipelines.stages.partial import PartialState, partial_setting
 from pipelines.stages.replayed import ReplayStage
+from pipelines.stages.sink_formats import SinkFormat, check_sink_format
 from progress import Graph
 
 if TYPE_CHECKING:
@@ -469,13 +470,23 @@ class Pipeline:
         self._stages[name] = with_inputs(self._stages[name], (source,))
         self._compiled = None
 
-    def sink(self, name: str, input: Stream | str, *, path: str | os.PathLike[str]) -> None:
-        """Publish each committed epoch of ``input`` to ``path`` (Parquet, ``PATH/epoch=N``),
-        atomically, after its commit (see ``pipelines.run.sinks``). A relative ``path`` is under the
-        runtime's home (the ledger's directory); an empty one, or one that climbs out of the
-        home (``..``), is refused."""
+    def sink(
+        self,
+        name: str,
+        input: Stream | str,
+        *,
+        path: str | os.PathLike[str],
+        format: SinkFormat | str = SinkFormat.PARQUET,
+    ) -> None:
+        """Publish each committed epoch of ``input`` to ``path``, atomically, after its commit
+        (see ``pipelines.run.sinks``): as Parquet (``PATH/epoch=N``, the default) or as a Delta
+        table (``format="delta"``, one table commit per epoch). A relative ``path`` is under
+        the runtime's home (the ledger's directory); an empty one, or one that climbs out of
+        the home (``..``), is refused."""
         where = check_sink_path(self.name, name, path)
-        self._add(SinkStage(name=name, inputs=(self._input(name, input),), path=where))
+        chosen = check_sink_format(self.name, name, format)
+        inputs = (self._input(name, input),)
+        self._add(SinkStage(name=name, inputs=inputs, path=where, format=chosen))
 
     def expect(
         self,

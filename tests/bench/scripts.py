@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -55,4 +56,15 @@ def goal_lines(lines: list[str]) -> list[str]:
     found = [x for x in lines if "goal <= " in x or "goal >= " in x]
     for line in found:
         assert line.endswith((": met)", ": NOT met)")), line
+    return found
+
+
+def written_section(path: Path, name: str, write: Callable[[Path], None], lines: list[str]) -> str:
+    """The section ``name`` that ``write`` adds to a results file holding another one (at
+    ``path``), once checked that it holds each of ``lines`` as an item."""
+    results = results_beside_another(path)
+    write(results)
+    found = section_of(results, name)
+    for line in lines:
+        assert f"- {line}\n" in found, found
     return found

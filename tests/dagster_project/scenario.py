@@ -14,10 +14,18 @@ from dagster_project.resources import LedgerResource, SparkResource
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, generate
 from pipelines.run.runtime import Runtime
+from pipelines.stages.pipeline import Pipeline
 from tests.dagster_project.driver import Driver
 
 HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)
 """The card worker whose late file holds an epoch open."""
+
+
+def local_definitions(pipeline: Pipeline, ledger: LedgerResource) -> dg.Definitions:
+    """Definitions of ``pipeline`` on ``ledger``, their runs in the session the tests share
+    (already active: the resource uses it as it is)."""
+    spark = SparkResource(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    return build_definitions([pipeline], spark=spark, ledger=ledger)
 
 
 @dataclass
@@ -38,12 +46,7 @@ class Bank:
         (empty unless it is there already) and Definitions that use them."""
         data = generate(root / "inputs", epochs=2, rows=200, accounts=20, seed=5)
         ledger = LedgerResource(path=str(root / "home" / "ledger.duckdb"))
-        defs = build_definitions(
-            [bank.pipeline()],
-            # The session the tests share is already active: the resource uses it as it is.
-            spark=SparkResource(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}),
-            ledger=ledger,
-        )
+        defs = local_definitions(bank.pipeline(), ledger)
         return cls(data, ledger, defs, Driver(defs, instance), spark)
 
     @cached_property

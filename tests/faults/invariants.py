@@ -29,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from deltalake import DeltaTable
 
 from pipelines.capture import log as capture_log
 from pipelines.examples.bank_data import ORACLE_SQL, QUARANTINE_SQL, Oracle
 from pipelines.run.kinds import messages_read
 from pipelines.run.runtime import Runtime
+from pipelines.stages.sink_formats import SinkFormat
 from progress import less_equal
 from tests.faults.scenario import CAPTURED, Home
 from tests.fixtures.captures import rows_at
@@ -41,7 +43,7 @@ from tests.fixtures.captures import rows_at
 Row = tuple[Any, ...]
 Frontiers = dict[str, tuple[Any, ...]]
 
-TWINS = {"balances_full": "balances", "export": "category_totals"}
+TWINS = {"balances_full": "balances", "export": "category_totals", "lake": "category_totals"}
 """Stages checked against another stage's oracle."""
 
 
@@ -169,7 +171,9 @@ def check_visible(tally: Tally, rt: Runtime) -> None:
         for m in rt.ledger.messages(p, name, 0):
             if m.path:
                 tally.check(Path(m.path).is_dir(), f"{name} epoch {m.time}: {m.path} is gone")
-        if stage.kind == "sink":
+        if stage.kind == "sink" and stage.format is SinkFormat.DELTA:
+            check_table(tally, rt, name)
+        elif stage.kind == "sink":
             sink = rt.sink_path(name)
             committed = {m.time: m.attempt for m in rt.ledger.messages(p, name, 0)}
             for link in sorted(sink.glob("epoch=*")):
@@ -203,6 +207,44 @@ def check_visible(tally: Tally, rt: Runtime) -> None:
         )
 
 
+def table_commits(root: Path) -> list[tuple[int, str]]:
+    """Each commit of a Delta sink's table: its epoch and attempt (commit info), oldest first."""
+    if not (root / "_delta_log").is_dir():
+        return []
+    return [
+        (int(h["epochgate.epoch"]), h["epochgate.attempt"])
+        for h in reversed(DeltaTable(str(root)).history())
+        if "epochgate.epoch" in h
+    ]
+
+
+def table_shows(root: Path, epoch: int) -> str | None:
+    """The attempt of the table's last commit of ``epoch`` (None: never published)."""
+    found = [attempt for e, attempt in table_commits(root) if e == epoch]
+    return found[-1] if found else None
+
+
+def table_rows(root: Path, epoch: int, columns: Sequence[str]) -> list[Row]:
+    if not (root / "_delta_log").is_dir():
+        return []
+    table = DeltaTable(str(root)).to_pyarrow_table(filters=[("epoch", "=", epoch)])
+    return [tuple(r[c] for c in columns) for r in table.select(list(columns)).to_pylist()]
+
+
+def check_table(tally: Tally, rt: Runtime, name: str) -> None:
+    """A Delta sink's table: every commit publishes an attempt the ledger committed for its
+    epoch, and no attempt twice."""
+    p = rt.pipeline.name
+    commits = table_commits(rt.sink_path(name))
+    for epoch, attempt in commits:
+        ever = {r.attempt for r in rt.ledger.history(p, name, epoch).messages}
+        tally.check(
+            attempt in ever, f"sink {name} epoch {epoch} published {attempt}, never committed"
+        )
+    twice = [c for c, n in Counter(commits).items() if n > 1]
+    tally.check(not twice, f"sink {name} published twice: {twice}")
+
+
 def check_outputs(tally: Tally, rt: Runtime, oracle: Oracle, epochs: int) -> None:
     """Every stage of ``bank`` at every epoch it has done against the oracle, the sink's files
     too; epochs ``0..epochs-1`` must be done."""
@@ -220,7 +262,14 @@ def check_outputs(tally: Tally, rt: Runtime, oracle: Oracle, epochs: int) -> Non
         for epoch in done:
             assert isinstance(epoch, int)
             columns, expected = oracle.expected(of, epoch)
-            if spec.kind == "sink":
+            if spec.kind == "sink" and spec.format is SinkFormat.DELTA:
+                current = [m.attempt for m in rt.ledger.message(p, stage, 0, epoch)]
+                shown = table_shows(rt.sink_path(stage), epoch)
+                tally.check(
+                    [shown] == current, f"sink {stage} epoch {epoch} shows {shown}, not {current}"
+                )
+                got = table_rows(rt.sink_path(stage), epoch, columns)
+            elif spec.kind == "sink":
                 link = rt.sink_path(stage) / f"epoch={epoch}"
                 current = [m.attempt for m in rt.ledger.message(p, stage, 0, epoch)]
                 shown = Path(link.readlink()).name if link.is_symlink() else None

@@ -26,13 +26,16 @@ from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger
 
 SINK_PATH = "exports/category_totals"
+LAKE_PATH = "lake/category_totals"
+"""The Delta sink's table: the same epochs as ``export``, one table commit each."""
 CAPTURED = "movements"
 HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)
 """The card worker that holds the late epoch open (its second file comes later)."""
 
 
 def pipeline() -> Pipeline:
-    """``bank`` without rings, with the full twin ``balances_full`` and the sink ``export``."""
+    """``bank`` without rings, with the full twin ``balances_full``, the sink ``export`` and
+    the Delta sink ``lake``."""
     p = bank.pipeline(rings=False)
     p.stateful(
         "balances_full",
@@ -42,6 +45,7 @@ def pipeline() -> Pipeline:
         update=bank.update_balances,
     )
     p.sink("export", "category_totals", path=SINK_PATH)
+    p.sink("lake", "category_totals", path=LAKE_PATH, format="delta")
     return p
 
 

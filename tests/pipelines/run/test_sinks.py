@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.errors import PipelineDefinitionError, SinkPublishError
+from pipelines.run.published import Committed
 from pipelines.run.runtime import Runtime
 from pipelines.run.sinks import VERSIONS, SinkDirectory, resolve_sink_path
 from pipelines.run.storage import runtime_home
@@ -102,16 +103,16 @@ def test_publishing_swaps_a_link_to_a_complete_version_and_keeps_only_the_one_be
     first = attempt_files(tmp_path / "data", "a1", [1, 2])
     second = attempt_files(tmp_path / "data", "a2", [3])
     assert sink.published(0) is None
-    sink.publish(0, "a1", first)
-    sink.publish(1, "b1", None)  # a committed message without files: an empty epoch
+    sink.publish(Committed(0, "a1", 1, first))
+    sink.publish(Committed(1, "b1", 1, None))  # a committed message without files: an empty epoch
     assert os.readlink(sink.link(0)) == f"{VERSIONS}/epoch=0/a1"
     assert (sink.published(0), sink.published(1)) == ("a1", "b1")
     assert sorted(p.name for p in sink.link(0).iterdir()) == sorted(p.name for p in first.iterdir())
 
-    sink.publish(0, "a2", second)
+    sink.publish(Committed(0, "a2", 1, second))
     assert sink.published(0) == "a2"
     assert sorted(p.name for p in sink.versions(0).iterdir()) == ["a1", "a2"]  # a1 until next
-    sink.publish(0, "a3", second)
+    sink.publish(Committed(0, "a3", 1, second))
     assert sorted(p.name for p in sink.versions(0).iterdir()) == ["a2", "a3"]
     assert sorted(os.listdir(sink.root)) == [VERSIONS, "epoch=0", "epoch=1"]
     rows = duckdb.sql(
@@ -137,7 +138,7 @@ def test_publishing_copies_where_no_hard_link_can_be_made(
     monkeypatch.setattr(os, "link", cross_device)
     sink = SinkDirectory("shop", "export", tmp_path / "out")
     files = attempt_files(tmp_path / "data", "a1", [1, 2])
-    sink.publish(0, "a1", files)
+    sink.publish(Committed(0, "a1", 1, files))
     part = next(files.glob("*.parquet"))
     copied = sink.link(0) / part.name
     assert copied.stat().st_ino != part.stat().st_ino
@@ -155,7 +156,7 @@ def test_publishing_replaces_a_plain_epoch_directory_and_clears_what_a_crash_lef
     (half / "part-0.parquet").write_bytes(b"PAR1")
     os.symlink("nowhere", sink.versions(0) / ".link.1234abcd")  # a link it never swapped
     assert sink.published(0) is None
-    sink.publish(0, "a1", attempt_files(tmp_path / "data", "a1", [1]))
+    sink.publish(Committed(0, "a1", 1, attempt_files(tmp_path / "data", "a1", [1])))
     assert plain.is_symlink()
     assert sink.published(0) == "a1"
     assert [p.name for p in sink.versions(0).iterdir()] == ["a1"]
@@ -169,7 +170,7 @@ def test_at_every_step_of_a_republish_a_reader_finds_the_epoch_whole(
     sink = SinkDirectory("shop", "export", tmp_path / "out")
     old = attempt_files(tmp_path / "data", "old", [1, 2])
     new = attempt_files(tmp_path / "data", "new", [3])
-    sink.publish(0, "a1", old)
+    sink.publish(Committed(0, "a1", 1, old))
     whole = {frozenset(os.listdir(old)), frozenset(os.listdir(new))}
     seen: list[frozenset[str]] = []
 
@@ -189,8 +190,8 @@ def test_at_every_step_of_a_republish_a_reader_finds_the_epoch_whole(
 
     for name in ("mkdir", "rename", "replace", "symlink", "unlink", "rmdir"):
         monkeypatch.setattr(os, name, observed(getattr(os, name)))
-    sink.publish(0, "a2", new)
-    sink.publish(0, "a3", old)  # removes a1
+    sink.publish(Committed(0, "a2", 1, new))
+    sink.publish(Committed(0, "a3", 1, old))  # removes a1
     monkeypatch.undo()
     assert sink.published(0) == "a3"
     assert set(seen) == whole  # the reader saw the swaps happen
@@ -202,7 +203,7 @@ def test_a_publish_that_fails_names_the_sink_epoch_and_path(tmp_path: Path) -> N
     blocked.write_text("not a directory")
     sink = SinkDirectory("shop", "export", blocked / "out")
     with pytest.raises(SinkPublishError, match="the next run\\(\\) publishes it") as err:
-        sink.publish(3, "a1", attempt_files(tmp_path / "data", "a1", [1]))
+        sink.publish(Committed(3, "a1", 1, attempt_files(tmp_path / "data", "a1", [1])))
     assert (err.value.pipeline, err.value.stage, err.value.epoch) == ("shop", "export", 3)
     assert err.value.path == blocked / "out"
     assert str(err.value).startswith(

@@ -1,0 +1,53 @@
+"""The command that shows where each sink stands: ``sinks`` (its format, location, the epochs
+it publishes, the last one, and its table's version)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+
+from pipelines.cli.context import bound
+from pipelines.cli.keyed import table
+from pipelines.cli.options import JSON, Commands, command, engine
+
+
+def cmd_sinks(args: argparse.Namespace) -> int:
+    states = bound(args).sinks()
+    if args.json:
+        for state in states:
+            print(json.dumps(asdict(state) | {"format": state.format.value}))
+        return 0
+    if not states:
+        print("the pipeline has no sink")
+        return 0
+    header = ["sink", "format", "published", "last", "version", "location"]
+    rows = [
+        [
+            s.sink,
+            s.format.value,
+            f"{s.published} of {s.committed}",
+            "" if s.last_published is None else str(s.last_published),
+            "" if s.version is None else str(s.version),
+            s.location,
+        ]
+        for s in states
+    ]
+    print("\n".join(table(header, rows)))
+    return 0
+
+
+def add_commands(commands: Commands) -> None:
+    sinks = command(
+        commands,
+        "sinks",
+        "show each sink's format, location, last published epoch and table version",
+        handler=cmd_sinks,
+        parents=[engine()],
+        description=(
+            "Show, per sink, its format (parquet or delta), where it publishes, how many of "
+            "its committed epochs it shows, the last of them, and its table's version (a Delta "
+            "sink's). Reads the ledger and the sinks; starts no Spark."
+        ),
+    )
+    JSON.add(sinks)

@@ -1,0 +1,282 @@
+"""A sink that publishes each committed epoch to a Delta Lake table, one table commit per epoch.
+
+The table has the stage's columns and an ``epoch`` column it is partitioned by. Publishing an
+epoch replaces that epoch's rows in one Delta commit: a reader of the table sees the epoch's
+previous rows or its new ones, never half and never both. The committed attempt's Parquet
+files become the table's files as they are (hard links in its ``epoch=N`` folder: the epoch is
+a partition value, not a column of the files), one add action each, with the epoch's earlier
+files removed in the same commit; no row is read or written again. Files with INT96
+timestamps (Spark's legacy encoding, which Delta's readers need not read), and the epoch of a
+table that gains columns, are written again instead, as an overwrite with the predicate
+``epoch = N``. Every commit carries the pipeline, stage, epoch and attempt in its commit info
+(``DeltaTable.history()``) and an application transaction per epoch (``epochgate/PIPELINE/
+STAGE/epoch=N``) whose version is the ledger batch that committed the attempt: a publish that
+finds that version already in the table does nothing, so a run killed after its table commit
+and published again by ``Runtime.publish_sinks()`` commits nothing twice. A revision publishes
+its new attempt the same way; the table's history keeps the old rows
+(``DeltaTable(path, version=N)``).
+
+The table's columns are the stage's: a stage that gains columns (a code change and a backfill)
+adds them to the table (Delta's schema merge; older epochs read them as null); one that loses a
+column, or changes a column's type, is refused naming the columns: the sink's run fails before
+its commit (``check``), and nothing is committed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
+
+from pipelines.errors import SinkPublishError, StageFailedError
+from pipelines.run.published import Committed, SinkPlace
+from pipelines.run.storage import link_or_copy
+from pipelines.stages.sink_formats import EPOCH_COLUMN, SinkFormat
+from progress import Time, faults
+from progress.faults import FaultPoint
+
+
+@dataclass(frozen=True)
+class DeltaSink(SinkPlace):
+    """The Delta table at ``root`` that one sink publishes to."""
+
+    def app_id(self, epoch: Time) -> str:
+        """The application transaction that records which batch the table shows for ``epoch``."""
+        return f"epochgate/{self.pipeline}/{self.stage}/epoch={epoch}"
+
+    def table(self) -> DeltaTable | None:
+        """The table, or None before its first commit."""
+        try:
+            return DeltaTable(str(self.root))
+        except TableNotFoundError:
+            return None
+
+    @property
+    def format(self) -> SinkFormat:
+        return SinkFormat.DELTA
+
+    def version(self) -> int | None:
+        table = self.table()
+        return None if table is None else table.version()
+
+    def shows(self, committed: Committed) -> bool:
+        table = self.table()
+        if table is None:  # nothing published yet; an epoch without rows needs no table
+            return committed.files is None
+        return table.transaction_version(self.app_id(committed.epoch)) == committed.batch_id
+
+    def check(self, committed: Committed) -> None:
+        """Before the commit: the rows fit the table (see the module docs), else
+        ``StageFailedError`` naming the columns."""
+        try:
+            self._columns(committed, self.table())
+        except _UnfitError as err:
+            reason = f"cannot publish to the Delta table at {self.root}: {err.reason}"
+            raise StageFailedError(self.stage, committed.epoch, reason) from None
+
+    def publish(self, committed: Committed) -> None:
+        """Replace the table's rows of ``committed.epoch`` with its files' rows, in one commit
+        that records it (see the module docs)."""
+        table = self.table()
+        if table is not None and self.shows(committed):
+            return
+        epoch = committed.epoch
+        try:
+            columns = self._columns(committed, table)
+        except _UnfitError as err:
+            raise SinkPublishError(
+                self.pipeline, self.stage, epoch, self.root, err.reason
+            ) from None
+        if columns is None:  # no table and no rows: nothing to replace
+            return
+        props = CommitProperties(
+            custom_metadata={
+                "epochgate.pipeline": self.pipeline,
+                "epochgate.stage": self.stage,
+                "epochgate.epoch": str(epoch),
+                "epochgate.attempt": committed.attempt,
+            },
+            app_transactions=[Transaction(self.app_id(epoch), committed.batch_id)],
+        )
+        grows = table is not None and _added(self._schema(table), columns)
+        try:
+            if grows or not _as_they_are(committed.files):
+                self._rewrite(committed, columns, props, merge=grows)
+            else:
+                self._take(committed, table, columns, props)
+        except OSError as err:
+            raise SinkPublishError(self.pipeline, self.stage, epoch, self.root, str(err)) from err
+        faults.reach(FaultPoint.TABLE_COMMITTED)
+
+    def _take(
+        self,
+        committed: Committed,
+        table: DeltaTable | None,
+        columns: pa.Schema,
+        props: CommitProperties,
+    ) -> None:
+        """Commit the attempt's files as they are: hard links in the epoch's folder of the
+        table (the epoch is a partition value, not a column of the files), one add action
+        each, replacing the epoch's files in the same commit. No row is read or written."""
+        epoch = committed.epoch
+        adds: list[AddAction] = []
+        if committed.files is not None:
+            folder = self.root / f"{EPOCH_COLUMN}={epoch}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for source in _parquet_files(committed.files):
+                name = f"{committed.attempt}-{source.name}"
+                target = folder / name
+                if not target.exists():
+                    link_or_copy(str(source), str(target))
+                found = target.stat()
+                rows = pq.ParquetFile(target).metadata.num_rows
+                adds.append(
+                    AddAction(
+                        f"{EPOCH_COLUMN}={epoch}/{name}",
+                        found.st_size,
+                        {EPOCH_COLUMN: str(epoch)},
+                        found.st_mtime_ns // 1_000_000,
+                        True,
+                        json.dumps({"numRecords": rows}),
+                    )
+                )
+        schema = Schema.from_arrow(columns)
+        if table is None:
+            create_table_with_add_actions(
+                str(self.root),
+                schema,
+                adds,
+                mode="append",
+                partition_by=[EPOCH_COLUMN],
+                commit_properties=props,
+            )
+            return
+        table.create_write_transaction(
+            list[AddAction | RemoveAction](adds),
+            mode="overwrite",
+            schema=schema,
+            partition_by=[EPOCH_COLUMN],
+            partition_filters=[(EPOCH_COLUMN, "=", str(epoch))],
+            commit_properties=props,
+        )
+
+    def _rewrite(
+        self, committed: Committed, columns: pa.Schema, props: CommitProperties, *, merge: bool
+    ) -> None:
+        """Write the epoch's rows again as a predicate overwrite (a table gaining columns, or
+        files whose encoding the table does not take as they are)."""
+        epoch = committed.epoch
+        if committed.files is None:
+            rows = columns.empty_table()
+        else:
+            read = pq.read_table(committed.files)
+            rows = read.append_column(
+                pa.field(EPOCH_COLUMN, pa.int64()), pa.array([epoch] * read.num_rows, pa.int64())
+            )
+        write_deltalake(
+            str(self.root),
+            rows,
+            mode="overwrite",
+            predicate=f"{EPOCH_COLUMN} = {epoch}",
+            partition_by=[EPOCH_COLUMN],
+            schema_mode="merge" if merge else None,
+            commit_properties=props,
+        )
+
+    def _columns(self, committed: Committed, table: DeltaTable | None) -> pa.Schema | None:
+        """The columns of the epoch's rows with its ``epoch`` column (from the files' footers:
+        no row is read), checked against the table's; None when there are no rows and no table
+        to take the columns from."""
+        if committed.files is not None:
+            files = _parquet_files(committed.files)
+            read = pq.read_schema(files[0]) if files else None
+            if read is None:
+                columns = self._schema(table) if table is not None else None
+            elif EPOCH_COLUMN in read.names:
+                raise _UnfitError(
+                    f"its input has a column named {EPOCH_COLUMN!r}, which a Delta sink adds "
+                    "itself: rename it in the stage it publishes"
+                )
+            else:
+                columns = read.remove_metadata().append(pa.field(EPOCH_COLUMN, pa.int64()))
+        elif table is not None:
+            columns = self._schema(table)
+        else:
+            columns = None
+        if columns is not None and table is not None:
+            _check(self._schema(table), columns)
+        return columns
+
+    @staticmethod
+    def _schema(table: DeltaTable) -> pa.Schema:
+        return pa.schema(table.schema().to_arrow())
+
+
+class _UnfitError(Exception):
+    """Rows that do not fit the table: ``reason`` names the columns."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _check(have: pa.Schema, new: pa.Schema) -> None:
+    """Refuse columns the table has and the new rows lack, or that changed type."""
+    missing = [f.name for f in have if f.name not in new.names]
+    changed = [
+        f"{f.name} ({have.field(f.name).type} in the table, {f.type} now)"
+        for f in new
+        if f.name in have.names and not _same_type(have.field(f.name).type, f.type)
+    ]
+    problems = []
+    if missing:
+        problems.append(f"column(s) {', '.join(missing)} of the table are gone")
+    if changed:
+        problems.append(f"column(s) changed type: {', '.join(changed)}")
+    if problems:
+        raise _UnfitError(
+            "; ".join(problems) + " (a Delta table only gains columns: publish to a new path)"
+        )
+
+
+def _added(have: pa.Schema, new: pa.Schema) -> bool:
+    """Whether ``new`` has columns the table does not."""
+    return any(name not in have.names for name in new.names)
+
+
+def _same_type(table: pa.DataType, rows: pa.DataType) -> bool:
+    """The table's type and the rows' agree (Delta stores strings and binaries as their
+    large or view forms, and timestamps in microseconds)."""
+    if table == rows:
+        return True
+    families = (
+        (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view),
+        (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view),
+    )
+    for family in families:
+        if any(test(table) for test in family) and any(test(rows) for test in family):
+            return True
+    return bool(pa.types.is_timestamp(table) and pa.types.is_timestamp(rows))
+
+
+def _parquet_files(folder: Path) -> list[Path]:
+    """The data files of a committed attempt, in name order."""
+    return sorted(folder.glob("*.parquet"))
+
+
+def _as_they_are(files: Path | None) -> bool:
+    """Whether the table can take the attempt's files as they are: none of their columns is
+    an INT96 timestamp (Spark's legacy encoding, which Delta's readers need not read)."""
+    if files is None:
+        return True
+    for path in _parquet_files(files):
+        schema = pq.ParquetFile(path).schema
+        if any(schema.column(i).physical_type == "INT96" for i in range(len(schema))):
+            return False
+    return True
