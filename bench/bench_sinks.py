@@ -13,12 +13,16 @@ Then, per format, epoch by epoch:
   predicate overwrite with the commit info and application transaction) against
   ``deltalake.write_deltalake`` of the same rows (already in memory, with their ``epoch``
   column) to a table of its own, as the same predicate overwrite of the epoch (what replaces
-  an epoch's rows; an append would count a re-run twice).
+  an epoch's rows; an append would count a re-run twice);
+* **iceberg**: ``IcebergSink.publish`` (the attempt's rows read and written again in one
+  overwrite transaction filtered on the epoch, with its snapshot summary) against pyiceberg's
+  ``overwrite`` of the same rows, in memory, filtered on the epoch, in a table of its own
+  (both tables in one SQLite catalog).
 
 Figures: each format's per-epoch publish and direct write (medians over the epochs after the
 first), and their ratio (goal <= 1.2; the full form has 1,000,000 rows per epoch). Every ratio
 is of figures from the same run. The figures go to the ``bench_sinks`` section of
-``bench/RESULTS.md`` (``--results`` names another file). Iceberg sinks are not there yet.
+``bench/RESULTS.md`` (``--results`` names another file).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -34,10 +39,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import write_deltalake
+from pyiceberg.catalog import load_catalog
+from pyiceberg.table import Table
 from results_file import Report, chosen_size, figure_line, section, spread, write_section
 from scratch import scratch
 
 from pipelines.run.delta_sink import DeltaSink
+from pipelines.run.iceberg_sink import IcebergSink, resolved
 from pipelines.run.published import Committed
 from pipelines.run.sinks import SinkDirectory
 
@@ -81,13 +89,20 @@ def measure(size: Size, root: Path) -> dict[str, tuple[list[float], list[float]]
     attempts = [attempt(root / "attempts", e, size.rows) for e in range(size.epochs)]
     parquet = SinkDirectory("bench", "export", root / "parquet")
     delta = DeltaSink("bench", "lake", root / "delta")
-    out: dict[str, tuple[list[float], list[float]]] = {"parquet": ([], []), "delta": ([], [])}
+    catalog = {"type": "sql", "uri": "sqlite:///iceberg/catalog.db", "warehouse": "iceberg/wh"}
+    iceberg = IcebergSink("bench", "ice", root, "bench.ice", catalog)
+    direct_ice: Table | None = None
+    out: dict[str, tuple[list[float], list[float]]] = {
+        "parquet": ([], []),
+        "delta": ([], []),
+        "iceberg": ([], []),
+    }
     for epoch, files in enumerate(attempts):
         committed = Committed(epoch, f"a{epoch}", epoch + 1, files)
         rows = pq.read_table(files / "part-00000.parquet")
         folder = root / "direct-parquet" / f"epoch={epoch}"
         folder.mkdir(parents=True)
-        tagged = rows.append_column("epoch", pa.array([epoch] * rows.num_rows, pa.int64()))
+        tagged = rows.append_column("epoch", pa.repeat(pa.scalar(epoch, pa.int64()), rows.num_rows))
         direct = str(root / "direct-delta")
         out["parquet"][0].append(timed(partial(parquet.publish, committed)))
         out["parquet"][1].append(timed(partial(pq.write_table, rows, folder / "part.parquet")))
@@ -101,7 +116,22 @@ def measure(size: Size, root: Path) -> dict[str, tuple[list[float], list[float]]
             partition_by=["epoch"],
         )
         out["delta"][1].append(timed(replace))
+        out["iceberg"][0].append(timed(partial(iceberg.publish, committed)))
+        if direct_ice is None:
+            made = iceberg.loaded()
+            assert made is not None
+            direct_ice = _direct_table(root, catalog, made)
+        ice = partial(direct_ice.overwrite, tagged, overwrite_filter=f"epoch = {epoch}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out["iceberg"][1].append(timed(ice))
     return out
+
+
+def _direct_table(root: Path, catalog: dict[str, str], like: Table) -> Table:
+    """A table of its own with the schema and partitioning of ``like``, in the same catalog."""
+    made = load_catalog("default", **resolved(catalog, root))
+    return made.create_table("bench.direct", schema=like.schema(), partition_spec=like.spec())
 
 
 def run(size: Size, root: Path) -> list[str]:

@@ -186,7 +186,7 @@ def _int(t: Time) -> int:
 def sink_metadata(sink: SinkTarget) -> dict[str, Any]:
     """Where a sink published the epoch: its format, its location and, for a table format,
     the table's version after the publish."""
-    out: dict[str, Any] = {"format": sink.format.value, "location": str(sink.root)}
+    out: dict[str, Any] = {"format": sink.format.value, "location": sink.location}
     version = sink.version()
     if version is not None:
         out["table_version"] = version

@@ -45,9 +45,9 @@ def add_commands(commands: Commands) -> None:
         handler=cmd_sinks,
         parents=[engine()],
         description=(
-            "Show, per sink, its format (parquet or delta), where it publishes, how many of "
-            "its committed epochs it shows, the last of them, and its table's version (a Delta "
-            "sink's). Reads the ledger and the sinks; starts no Spark."
+            "Show, per sink, its format (parquet, delta or iceberg), where it publishes, how "
+            "many of its committed epochs it shows, the last of them, and its table's version "
+            "(a Delta or Iceberg sink's). Reads the ledger and the sinks; starts no Spark."
         ),
     )
     JSON.add(sinks)

@@ -37,6 +37,13 @@ from deltalake.transaction import AddAction, RemoveAction, create_table_with_add
 from pipelines.errors import SinkPublishError, StageFailedError
 from pipelines.run.published import Committed, SinkPlace
 from pipelines.run.storage import link_or_copy
+from pipelines.run.table_columns import (
+    UnfitError,
+    added,
+    columns_of,
+    epoch_rows,
+    parquet_files,
+)
 from pipelines.stages.sink_formats import EPOCH_COLUMN, SinkFormat
 from progress import Time, faults
 from progress.faults import FaultPoint
@@ -76,7 +83,7 @@ class DeltaSink(SinkPlace):
         ``StageFailedError`` naming the columns."""
         try:
             self._columns(committed, self.table())
-        except _UnfitError as err:
+        except UnfitError as err:
             reason = f"cannot publish to the Delta table at {self.root}: {err.reason}"
             raise StageFailedError(self.stage, committed.epoch, reason) from None
 
@@ -89,7 +96,7 @@ class DeltaSink(SinkPlace):
         epoch = committed.epoch
         try:
             columns = self._columns(committed, table)
-        except _UnfitError as err:
+        except UnfitError as err:
             raise SinkPublishError(
                 self.pipeline, self.stage, epoch, self.root, err.reason
             ) from None
@@ -104,7 +111,7 @@ class DeltaSink(SinkPlace):
             },
             app_transactions=[Transaction(self.app_id(epoch), committed.batch_id)],
         )
-        grows = table is not None and _added(self._schema(table), columns)
+        grows = table is not None and added(self._schema(table), columns)
         try:
             if grows or not _as_they_are(committed.files):
                 self._rewrite(committed, columns, props, merge=grows)
@@ -129,7 +136,7 @@ class DeltaSink(SinkPlace):
         if committed.files is not None:
             folder = self.root / f"{EPOCH_COLUMN}={epoch}"
             folder.mkdir(parents=True, exist_ok=True)
-            for source in _parquet_files(committed.files):
+            for source in parquet_files(committed.files):
                 name = f"{committed.attempt}-{source.name}"
                 target = folder / name
                 if not target.exists():
@@ -172,13 +179,7 @@ class DeltaSink(SinkPlace):
         """Write the epoch's rows again as a predicate overwrite (a table gaining columns, or
         files whose encoding the table does not take as they are)."""
         epoch = committed.epoch
-        if committed.files is None:
-            rows = columns.empty_table()
-        else:
-            read = pq.read_table(committed.files)
-            rows = read.append_column(
-                pa.field(EPOCH_COLUMN, pa.int64()), pa.array([epoch] * read.num_rows, pa.int64())
-            )
+        rows = epoch_rows(committed, columns)
         write_deltalake(
             str(self.root),
             rows,
@@ -190,84 +191,12 @@ class DeltaSink(SinkPlace):
         )
 
     def _columns(self, committed: Committed, table: DeltaTable | None) -> pa.Schema | None:
-        """The columns of the epoch's rows with its ``epoch`` column (from the files' footers:
-        no row is read), checked against the table's; None when there are no rows and no table
-        to take the columns from."""
-        if committed.files is not None:
-            files = _parquet_files(committed.files)
-            read = pq.read_schema(files[0]) if files else None
-            if read is None:
-                columns = self._schema(table) if table is not None else None
-            elif EPOCH_COLUMN in read.names:
-                raise _UnfitError(
-                    f"its input has a column named {EPOCH_COLUMN!r}, which a Delta sink adds "
-                    "itself: rename it in the stage it publishes"
-                )
-            else:
-                columns = read.remove_metadata().append(pa.field(EPOCH_COLUMN, pa.int64()))
-        elif table is not None:
-            columns = self._schema(table)
-        else:
-            columns = None
-        if columns is not None and table is not None:
-            _check(self._schema(table), columns)
-        return columns
+        have = self._schema(table) if table is not None else None
+        return columns_of(committed, have, "Delta")
 
     @staticmethod
     def _schema(table: DeltaTable) -> pa.Schema:
         return pa.schema(table.schema().to_arrow())
-
-
-class _UnfitError(Exception):
-    """Rows that do not fit the table: ``reason`` names the columns."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def _check(have: pa.Schema, new: pa.Schema) -> None:
-    """Refuse columns the table has and the new rows lack, or that changed type."""
-    missing = [f.name for f in have if f.name not in new.names]
-    changed = [
-        f"{f.name} ({have.field(f.name).type} in the table, {f.type} now)"
-        for f in new
-        if f.name in have.names and not _same_type(have.field(f.name).type, f.type)
-    ]
-    problems = []
-    if missing:
-        problems.append(f"column(s) {', '.join(missing)} of the table are gone")
-    if changed:
-        problems.append(f"column(s) changed type: {', '.join(changed)}")
-    if problems:
-        raise _UnfitError(
-            "; ".join(problems) + " (a Delta table only gains columns: publish to a new path)"
-        )
-
-
-def _added(have: pa.Schema, new: pa.Schema) -> bool:
-    """Whether ``new`` has columns the table does not."""
-    return any(name not in have.names for name in new.names)
-
-
-def _same_type(table: pa.DataType, rows: pa.DataType) -> bool:
-    """The table's type and the rows' agree (Delta stores strings and binaries as their
-    large or view forms, and timestamps in microseconds)."""
-    if table == rows:
-        return True
-    families = (
-        (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view),
-        (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view),
-    )
-    for family in families:
-        if any(test(table) for test in family) and any(test(rows) for test in family):
-            return True
-    return bool(pa.types.is_timestamp(table) and pa.types.is_timestamp(rows))
-
-
-def _parquet_files(folder: Path) -> list[Path]:
-    """The data files of a committed attempt, in name order."""
-    return sorted(folder.glob("*.parquet"))
 
 
 def _as_they_are(files: Path | None) -> bool:
@@ -275,7 +204,7 @@ def _as_they_are(files: Path | None) -> bool:
     an INT96 timestamp (Spark's legacy encoding, which Delta's readers need not read)."""
     if files is None:
         return True
-    for path in _parquet_files(files):
+    for path in parquet_files(files):
         schema = pq.ParquetFile(path).schema
         if any(schema.column(i).physical_type == "INT96" for i in range(len(schema))):
             return False

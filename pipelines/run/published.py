@@ -31,6 +31,11 @@ class SinkPlace:
     stage: str
     root: Path
 
+    @property
+    def location(self) -> str:
+        """Where it publishes, in words: its path."""
+        return str(self.root)
+
 
 class SinkTarget(Protocol):
     """Where one sink publishes, in its format."""
@@ -43,6 +48,9 @@ class SinkTarget(Protocol):
 
     @property
     def format(self) -> SinkFormat: ...
+
+    @property
+    def location(self) -> str: ...
 
     def version(self) -> int | None:
         """The table's version (None: no table yet, or a format without versions)."""

@@ -63,13 +63,23 @@ VERSIONS = ".versions"
 
 def sink_target(stage: SinkStage, pipeline: str, home: Path) -> SinkTarget:
     """Where ``stage`` publishes, in its format, for a runtime whose home is ``home``."""
-    return _TARGETS[stage.format](pipeline, stage.name, resolve_sink_path(stage.path, home))
+    return _TARGETS[stage.format](stage, pipeline, home)
 
 
-def _delta(pipeline: str, stage: str, root: Path) -> SinkTarget:
+def _parquet(stage: SinkStage, pipeline: str, home: Path) -> SinkTarget:
+    return SinkDirectory(pipeline, stage.name, resolve_sink_path(stage.path, home))
+
+
+def _delta(stage: SinkStage, pipeline: str, home: Path) -> SinkTarget:
     from pipelines.run.delta_sink import DeltaSink  # its library is an extra's
 
-    return DeltaSink(pipeline, stage, root)
+    return DeltaSink(pipeline, stage.name, resolve_sink_path(stage.path, home))
+
+
+def _iceberg(stage: SinkStage, pipeline: str, home: Path) -> SinkTarget:
+    from pipelines.run.iceberg_sink import IcebergSink  # its library is an extra's
+
+    return IcebergSink(pipeline, stage.name, home, stage.table or "", dict(stage.catalog))
 
 
 def resolve_sink_path(path: str, home: Path) -> Path:
@@ -196,7 +206,7 @@ def sink_states(ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]) -> l
                 )
             ]
             last = shown[-1] if shown else None  # the messages come in time order
-            where = str(sink.root)
+            where = sink.location
             out.append(
                 SinkState(
                     sink.stage, sink.format, where, len(shown), len(messages), last, sink.version()
@@ -205,7 +215,8 @@ def sink_states(ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]) -> l
     return out
 
 
-_TARGETS: dict[SinkFormat, Callable[[str, str, Path], SinkTarget]] = {
-    SinkFormat.PARQUET: SinkDirectory,
+_TARGETS: dict[SinkFormat, Callable[[SinkStage, str, Path], SinkTarget]] = {
+    SinkFormat.PARQUET: _parquet,
     SinkFormat.DELTA: _delta,
+    SinkFormat.ICEBERG: _iceberg,
 }

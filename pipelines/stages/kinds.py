@@ -380,12 +380,15 @@ class FeedbackStage(Stage):
 
 @dataclass(frozen=True, kw_only=True)
 class SinkStage(Stage):
-    """Each committed epoch of its input, published to ``path`` after its commit: as Parquet
-    (an ``epoch=N`` link per epoch) or as a Delta table (``format``); a relative ``path`` is
-    under the runtime's home (see ``pipelines.run.sinks``)."""
+    """Each committed epoch of its input, published after its commit: to ``path`` as Parquet
+    (an ``epoch=N`` link per epoch) or as a Delta table, or to the Iceberg ``table`` of a
+    ``catalog`` (``format``); a relative ``path`` is under the runtime's home (see
+    ``pipelines.run.sinks``)."""
 
     path: str
     format: SinkFormat = SinkFormat.PARQUET
+    table: str | None = None
+    catalog: tuple[tuple[str, str], ...] = ()
 
     kind: ClassVar[str] = "sink"
     drops_rows: ClassVar[bool] = True
@@ -396,6 +399,8 @@ class SinkStage(Stage):
         where = f"{self.path} under the runtime's home" if relative else self.path
         if self.format is SinkFormat.PARQUET:
             return f"Sink: publishes each committed epoch to {where} (epoch=N)"
+        if self.format is SinkFormat.ICEBERG:
+            return f"Sink: publishes each committed epoch to the iceberg table {self.table}"
         return f"Sink: publishes each committed epoch to the {self.format.value} table at {where}"
 
 

@@ -16,6 +16,7 @@ before Spark.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +34,6 @@ from pipelines.stages.arguments import (
     check_materialize,
     check_name,
     check_schema,
-    check_sink_path,
     check_workers,
     missing_columns,
 )
@@ -65,7 +65,7 @@ from pipelines.stages.kinds import (
 )
 from pipelines.stages.partial import PartialState, partial_setting
 from pipelines.stages.replayed import ReplayStage
-from pipelines.stages.sink_formats import SinkFormat, check_sink_format
+from pipelines.stages.sink_formats import SinkFormat, check_sink_format, check_sink_target
 from progress import Graph
 
 if TYPE_CHECKING:
@@ -475,18 +475,24 @@ class Pipeline:
         name: str,
         input: Stream | str,
         *,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | None = None,
         format: SinkFormat | str = SinkFormat.PARQUET,
+        table: str | None = None,
+        catalog: Mapping[str, str] | None = None,
     ) -> None:
-        """Publish each committed epoch of ``input`` to ``path``, atomically, after its commit
-        (see ``pipelines.run.sinks``): as Parquet (``PATH/epoch=N``, the default) or as a Delta
-        table (``format="delta"``, one table commit per epoch). A relative ``path`` is under
-        the runtime's home (the ledger's directory); an empty one, or one that climbs out of
-        the home (``..``), is refused."""
-        where = check_sink_path(self.name, name, path)
+        """Publish each committed epoch of ``input``, atomically, after its commit (see
+        ``pipelines.run.sinks``): to ``path`` as Parquet (``PATH/epoch=N``, the default) or as
+        a Delta table (``format="delta"``), or to the Iceberg ``table`` (``namespace.name``)
+        of a pyiceberg ``catalog`` (``format="iceberg"``); one table commit per epoch. A
+        relative ``path`` is under the runtime's home (the ledger's directory); an empty one,
+        or one that climbs out of the home (``..``), is refused."""
         chosen = check_sink_format(self.name, name, format)
+        where, ident, props = check_sink_target(
+            self.name, name, chosen, path=path, table=table, catalog=catalog
+        )
         inputs = (self._input(name, input),)
-        self._add(SinkStage(name=name, inputs=inputs, path=where, format=chosen))
+        spec = SinkStage(name=name, inputs=inputs, path=where, format=chosen, table=ident)
+        self._add(dataclasses.replace(spec, catalog=props))
 
     def expect(
         self,

@@ -10,9 +10,11 @@ a sink of a format whose library is missing is refused when it is defined, namin
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from enum import StrEnum
 
 from pipelines.errors import PipelineDefinitionError
+from pipelines.stages.arguments import NAME, check_sink_path
 
 EPOCH_COLUMN = "epoch"
 """The column a table sink adds to each row: the epoch it belongs to (Delta partitions by it)."""
@@ -53,16 +55,8 @@ def sink_format(value: object, *, pipeline: str = "", stage: str = "") -> SinkFo
 
 
 def check_sink_format(pipeline: str, stage: str, value: object) -> SinkFormat:
-    """A sink's format, once its library is installed (else an error naming the extra); an
-    Iceberg sink is not written yet."""
+    """A sink's format, once its library is installed (else an error naming the extra)."""
     chosen = sink_format(value, pipeline=pipeline, stage=stage)
-    if chosen is SinkFormat.ICEBERG:
-        raise PipelineDefinitionError(
-            pipeline,
-            stage,
-            "Iceberg sinks are not supported yet: publish to format='delta' or 'parquet'",
-            argument="format",
-        )
     library = chosen.library
     if library is not None and importlib.util.find_spec(library) is None:
         raise PipelineDefinitionError(
@@ -73,3 +67,37 @@ def check_sink_format(pipeline: str, stage: str, value: object) -> SinkFormat:
             argument="format",
         )
     return chosen
+
+
+def check_sink_target(
+    pipeline: str,
+    stage: str,
+    chosen: SinkFormat,
+    *,
+    path: object,
+    table: object,
+    catalog: object,
+) -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
+    """Where a sink of format ``chosen`` publishes: its checked path (Parquet, Delta) or its
+    table and catalog properties (Iceberg), as the sink stores them."""
+
+    def refuse(argument: str, why: str) -> PipelineDefinitionError:
+        return PipelineDefinitionError(pipeline, stage, why, argument=argument)
+
+    if chosen is not SinkFormat.ICEBERG:
+        if table is not None or catalog is not None:
+            raise refuse("table", f"a {chosen.value} sink publishes to a path, not a table")
+        return check_sink_path(pipeline, stage, path), None, ()
+    if path is not None:
+        raise refuse("path", "an iceberg sink publishes to table= of catalog=, not a path")
+    parts = table.split(".") if isinstance(table, str) else []
+    if len(parts) < 2 or not all(NAME.fullmatch(p) for p in parts):
+        raise refuse("table", f"table must be 'namespace.name', not {table!r}")
+    if not isinstance(catalog, Mapping) or not catalog.get("type"):
+        raise refuse(
+            "catalog",
+            "give the pyiceberg catalog's properties, its type among them, for example "
+            "{'type': 'sql', 'uri': 'sqlite:///lake/catalog.db', 'warehouse': 'lake/wh'}",
+        )
+    props = tuple(sorted((str(k), str(v)) for k, v in catalog.items()))
+    return "", str(table), props

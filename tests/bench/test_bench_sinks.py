@@ -24,8 +24,9 @@ def test_the_fast_form_prints_each_format_with_its_goal_and_writes_its_section(
     assert [g.split(" (", 1)[0].rsplit(": ", 1)[0] for g in goals] == [
         "parquet: publish / direct write",
         "delta: publish / direct write",
+        "iceberg: publish / direct write",
     ]
-    for fmt in ("parquet", "delta"):
+    for fmt in ("parquet", "delta", "iceberg"):
         for what in ("publish per epoch", "direct write per epoch"):
             assert any(x.startswith(f"  {fmt}, {what}: median ") for x in out), out
     body = module.sinks_section(lines, size, "fast")

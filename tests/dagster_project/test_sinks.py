@@ -1,5 +1,5 @@
 """A sink's materializations in Dagster name where each epoch was published: the format, the
-location and, for a Delta sink, the table's version after that epoch's commit."""
+location and, for a Delta or Iceberg sink, the table's version after that epoch's commit."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.fixtures.exports import pipeline, send, write_input
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
 
 
-@pytest.mark.parametrize("sink_format", ["parquet", "delta"])
+@pytest.mark.parametrize("sink_format", ["parquet", "delta", "iceberg"])
 def test_each_materialization_of_a_sink_names_its_format_location_and_version(
     tmp_path: Path, spark: SparkSession, instance: dg.DagsterInstance, sink_format: str
 ) -> None:
@@ -32,13 +32,14 @@ def test_each_materialization_of_a_sink_names_its_format_location_and_version(
     send(rt, {e: write_input(tmp_path / "raw", e) for e in range(2)})
     Driver(defs, instance, pipeline="sales").drive()
 
-    root = rt.sink_path("export")
+    (state,) = rt.sinks()
+    first = {"parquet": None, "delta": 0, "iceberg": 1}[sink_format]
     for epoch in range(2):
         shown = materialization(instance, stage_key("sales", "export"), epoch)
-        assert (shown["format"], shown["location"]) == (sink_format, str(root))
-        if sink_format == "delta":  # each epoch's commit is a version of the table
-            assert shown["table_version"] == epoch
-        else:
+        assert (shown["format"], shown["location"]) == (sink_format, state.location)
+        if first is None:
             assert "table_version" not in shown
+        else:  # each epoch's commit is a version of the table (Iceberg counts from 1)
+            assert shown["table_version"] == first + epoch
     if sink_format == "delta":
-        assert DeltaTable(str(root)).version() == 1
+        assert DeltaTable(str(rt.sink_path("export"))).version() == 1

@@ -33,8 +33,10 @@ from deltalake import DeltaTable
 
 from pipelines.capture import log as capture_log
 from pipelines.examples.bank_data import ORACLE_SQL, QUARANTINE_SQL, Oracle
+from pipelines.run.iceberg_sink import PUBLISH, IcebergSink
 from pipelines.run.kinds import messages_read
 from pipelines.run.runtime import Runtime
+from pipelines.run.sinks import sink_target
 from pipelines.stages.sink_formats import SinkFormat
 from progress import less_equal
 from tests.faults.scenario import CAPTURED, Home
@@ -43,7 +45,12 @@ from tests.fixtures.captures import rows_at
 Row = tuple[Any, ...]
 Frontiers = dict[str, tuple[Any, ...]]
 
-TWINS = {"balances_full": "balances", "export": "category_totals", "lake": "category_totals"}
+TWINS = {
+    "balances_full": "balances",
+    "export": "category_totals",
+    "lake": "category_totals",
+    "ice": "category_totals",
+}
 """Stages checked against another stage's oracle."""
 
 
@@ -171,7 +178,7 @@ def check_visible(tally: Tally, rt: Runtime) -> None:
         for m in rt.ledger.messages(p, name, 0):
             if m.path:
                 tally.check(Path(m.path).is_dir(), f"{name} epoch {m.time}: {m.path} is gone")
-        if stage.kind == "sink" and stage.format is SinkFormat.DELTA:
+        if stage.kind == "sink" and stage.format is not SinkFormat.PARQUET:
             check_table(tally, rt, name)
         elif stage.kind == "sink":
             sink = rt.sink_path(name)
@@ -207,35 +214,64 @@ def check_visible(tally: Tally, rt: Runtime) -> None:
         )
 
 
-def table_commits(root: Path) -> list[tuple[int, str]]:
-    """Each commit of a Delta sink's table: its epoch and attempt (commit info), oldest first."""
-    if not (root / "_delta_log").is_dir():
+def table_commits(rt: Runtime, name: str) -> list[tuple[int, str]]:
+    """Each publish to a table sink: its epoch and attempt, oldest first (a Delta commit's info;
+    an Iceberg transaction's snapshots, counted once by their publish token)."""
+    spec = rt.pipeline.stage(name)
+    if spec.format is SinkFormat.DELTA:
+        root = rt.sink_path(name)
+        if not (root / "_delta_log").is_dir():
+            return []
+        return [
+            (int(h["epochgate.epoch"]), h["epochgate.attempt"])
+            for h in reversed(DeltaTable(str(root)).history())
+            if "epochgate.epoch" in h
+        ]
+    table = _iceberg(rt, name).loaded()
+    if table is None:
         return []
-    return [
-        (int(h["epochgate.epoch"]), h["epochgate.attempt"])
-        for h in reversed(DeltaTable(str(root)).history())
-        if "epochgate.epoch" in h
-    ]
+    seen: dict[str, tuple[int, int, str]] = {}
+    for snapshot in table.snapshots():
+        props = snapshot.summary.additional_properties if snapshot.summary else {}
+        token = props.get(PUBLISH)
+        if token is not None and token not in seen:
+            epoch, attempt = int(props["epochgate.epoch"]), props["epochgate.attempt"]
+            seen[token] = (snapshot.sequence_number, epoch, attempt)
+    return [(epoch, attempt) for _, epoch, attempt in sorted(seen.values())]
 
 
-def table_shows(root: Path, epoch: int) -> str | None:
-    """The attempt of the table's last commit of ``epoch`` (None: never published)."""
-    found = [attempt for e, attempt in table_commits(root) if e == epoch]
+def table_shows(rt: Runtime, name: str, epoch: int) -> str | None:
+    """The attempt of the table's last publish of ``epoch`` (None: never published)."""
+    found = [attempt for e, attempt in table_commits(rt, name) if e == epoch]
     return found[-1] if found else None
 
 
-def table_rows(root: Path, epoch: int, columns: Sequence[str]) -> list[Row]:
-    if not (root / "_delta_log").is_dir():
-        return []
-    table = DeltaTable(str(root)).to_pyarrow_table(filters=[("epoch", "=", epoch)])
-    return [tuple(r[c] for c in columns) for r in table.select(list(columns)).to_pylist()]
+def table_rows(rt: Runtime, name: str, epoch: int, columns: Sequence[str]) -> list[Row]:
+    """A table sink's current rows of ``epoch``."""
+    if rt.pipeline.stage(name).format is SinkFormat.DELTA:
+        root = rt.sink_path(name)
+        if not (root / "_delta_log").is_dir():
+            return []
+        read = DeltaTable(str(root)).to_pyarrow_table(filters=[("epoch", "=", epoch)])
+    else:
+        table = _iceberg(rt, name).loaded()
+        if table is None:
+            return []
+        read = table.scan(row_filter=f"epoch = {epoch}").to_arrow()
+    return [tuple(r[c] for c in columns) for r in read.select(list(columns)).to_pylist()]
+
+
+def _iceberg(rt: Runtime, name: str) -> IcebergSink:
+    target = sink_target(rt.pipeline.stage(name), rt.pipeline.name, rt.home)  # type: ignore[arg-type]
+    assert isinstance(target, IcebergSink)
+    return target
 
 
 def check_table(tally: Tally, rt: Runtime, name: str) -> None:
     """A Delta sink's table: every commit publishes an attempt the ledger committed for its
     epoch, and no attempt twice."""
     p = rt.pipeline.name
-    commits = table_commits(rt.sink_path(name))
+    commits = table_commits(rt, name)
     for epoch, attempt in commits:
         ever = {r.attempt for r in rt.ledger.history(p, name, epoch).messages}
         tally.check(
@@ -262,13 +298,13 @@ def check_outputs(tally: Tally, rt: Runtime, oracle: Oracle, epochs: int) -> Non
         for epoch in done:
             assert isinstance(epoch, int)
             columns, expected = oracle.expected(of, epoch)
-            if spec.kind == "sink" and spec.format is SinkFormat.DELTA:
+            if spec.kind == "sink" and spec.format is not SinkFormat.PARQUET:
                 current = [m.attempt for m in rt.ledger.message(p, stage, 0, epoch)]
-                shown = table_shows(rt.sink_path(stage), epoch)
+                shown = table_shows(rt, stage, epoch)
                 tally.check(
                     [shown] == current, f"sink {stage} epoch {epoch} shows {shown}, not {current}"
                 )
-                got = table_rows(rt.sink_path(stage), epoch, columns)
+                got = table_rows(rt, stage, epoch, columns)
             elif spec.kind == "sink":
                 link = rt.sink_path(stage) / f"epoch={epoch}"
                 current = [m.attempt for m in rt.ledger.message(p, stage, 0, epoch)]

@@ -28,14 +28,17 @@ from progress.ledger import Ledger
 SINK_PATH = "exports/category_totals"
 LAKE_PATH = "lake/category_totals"
 """The Delta sink's table: the same epochs as ``export``, one table commit each."""
+ICEBERG_TABLE = "bank.category_totals"
+ICEBERG_CATALOG = {"type": "sql", "uri": "sqlite:///ice/catalog.db", "warehouse": "ice/wh"}
+"""The Iceberg sink's table and catalog (under the home)."""
 CAPTURED = "movements"
 HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)
 """The card worker that holds the late epoch open (its second file comes later)."""
 
 
 def pipeline() -> Pipeline:
-    """``bank`` without rings, with the full twin ``balances_full``, the sink ``export`` and
-    the Delta sink ``lake``."""
+    """``bank`` without rings, with the full twin ``balances_full``, the sink ``export``, the
+    Delta sink ``lake`` and the Iceberg sink ``ice``."""
     p = bank.pipeline(rings=False)
     p.stateful(
         "balances_full",
@@ -46,6 +49,8 @@ def pipeline() -> Pipeline:
     )
     p.sink("export", "category_totals", path=SINK_PATH)
     p.sink("lake", "category_totals", path=LAKE_PATH, format="delta")
+    ice = {"table": ICEBERG_TABLE, "catalog": ICEBERG_CATALOG}
+    p.sink("ice", "category_totals", format="iceberg", **ice)  # type: ignore[arg-type]
     return p
 
 

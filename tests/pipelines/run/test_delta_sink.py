@@ -141,18 +141,26 @@ def test_a_revision_replaces_its_epoch_and_time_travel_shows_the_old_rows(
     assert [epoch for epoch, _ in commits(root)] == ["0", "1", "1"]
 
 
-@pytest.mark.parametrize("point", ["publish", "table"])
-def test_a_kill_before_or_after_the_table_commit_publishes_once(
-    tmp_path: Path, spark: SparkSession, point: str
-) -> None:
-    home = tmp_path / "home"
+def killed_at(
+    tmp_path: Path, rt: Runtime, point: str, sink_format: str
+) -> tuple[Runtime, dict[int, Path]]:
+    """Two epochs sent to ``rt`` (in ``tmp_path/home``), the sink's epoch 0 published, and
+    its run at epoch 1 killed in a child at ``point``: before its table commit (``publish``)
+    or just after it (``table``)."""
     files = {e: write_input(tmp_path / "raw", e) for e in range(2)}
-    rt = delta_runtime(home, spark)
     send(rt, files)
     rt.run_stage("totals", 0)
     rt.run_stage("totals", 1)
     rt.run_stage("export", 0)
-    run_child(home, point, 1, "delta")  # killed before its table commit, or just after it
+    run_child(tmp_path / "home", point, 1, sink_format)
+    return rt, files
+
+
+@pytest.mark.parametrize("point", ["publish", "table"])
+def test_a_kill_before_or_after_the_table_commit_publishes_once(
+    tmp_path: Path, spark: SparkSession, point: str
+) -> None:
+    rt, files = killed_at(tmp_path, delta_runtime(tmp_path / "home", spark), point, "delta")
     root = rt.sink_path("export")
     assert list(rt.ledger.done_epochs("sales", "export")) == [0, 1]  # the ledger committed 1
     shown = [epoch for epoch, _ in commits(root)]
@@ -162,6 +170,17 @@ def test_a_kill_before_or_after_the_table_commit_publishes_once(
     assert [epoch for epoch, _ in commits(root)] == ["0", "1"]  # epoch 1 once, either way
     assert table_rows(root) == oracle(files)
     assert rt.publish_sinks() == []
+
+
+def shrink_refused(shrunk: Runtime) -> str:
+    """Why the sink's run fails after a code change that drops a column, revised at epoch 0
+    (its run is the one that fails, before its commit)."""
+    shrunk.revise("totals", [0])
+    with pytest.raises(RunFailedError) as raised:
+        shrunk.run()
+    (failure,) = raised.value.failures
+    assert (failure.stage, failure.epoch) == ("export", 0)
+    return failure.cause
 
 
 def with_share(df: DataFrame) -> DataFrame:
@@ -185,13 +204,8 @@ def test_a_table_gains_columns_and_refuses_to_lose_one(tmp_path: Path, spark: Sp
     assert table_rows(root) == oracle(files)
 
     version = DeltaTable(str(root)).version()
-    shrunk = delta_runtime(home, spark, without_total)
-    shrunk.revise("totals", [0])
-    with pytest.raises(RunFailedError) as raised:
-        shrunk.run()
-    (failure,) = raised.value.failures
-    assert (failure.stage, failure.epoch) == ("export", 0)
-    assert "column(s) total, share of the table are gone" in failure.cause
+    cause = shrink_refused(delta_runtime(home, spark, without_total))
+    assert "column(s) total, share of the table are gone" in cause
     assert DeltaTable(str(root)).version() == version  # nothing was committed to the table
     assert table_rows(root) == oracle(files)
 
@@ -204,18 +218,20 @@ def test_a_sink_format_is_checked_where_it_is_defined(monkeypatch: pytest.Monkey
         p.sink("out", src, path="out", format="orc")
     assert raised.value.argument == "format"
     assert "'parquet', 'delta', 'iceberg'" in raised.value.reason
-    with pytest.raises(PipelineDefinitionError, match="Iceberg sinks are not supported yet"):
-        p.sink("ice", src, path="ice", format="iceberg")
     found = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util,
         "find_spec",
-        lambda name, *a: None if name == "deltalake" else found(name, *a),
+        lambda name, *a: None if name in ("deltalake", "pyiceberg") else found(name, *a),
     )
     with pytest.raises(PipelineDefinitionError) as missing:
         p.sink("lake", src, path="lake", format="delta")
     assert "pip install 'epochgate[delta]'" in missing.value.reason
+    with pytest.raises(PipelineDefinitionError) as missing:
+        p.sink("ice", src, format="iceberg", table="a.b", catalog={"type": "sql"})
+    assert "pip install 'epochgate[iceberg]'" in missing.value.reason
     assert "lake" not in p.stages
+    assert "ice" not in p.stages
 
 
 @pytest.mark.unit

@@ -1,0 +1,224 @@
+"""A sink that publishes each committed epoch to an Apache Iceberg table, one table commit per
+epoch, through a pyiceberg catalog.
+
+The table (``namespace.name`` in the sink's catalog, created on the first publish with its
+namespace) has the stage's columns and an ``epoch`` column with an identity partition on it.
+Publishing an epoch is one pyiceberg transaction: an overwrite filtered on ``epoch = N`` (the
+epoch's rows deleted and the new ones appended, committed to the catalog at once), so a reader
+of the table's current snapshot sees the epoch's previous rows or its new ones, never half and
+never both. The transaction's snapshots carry the pipeline, stage, epoch, attempt and the ledger
+batch that committed the attempt in their summaries: a publish that finds the batch already in
+the table's latest snapshot of the epoch does nothing, so a run killed after its table commit
+and published again by ``Runtime.publish_sinks()`` commits nothing twice. A revision publishes
+its new attempt the same way; the table's snapshots keep the old rows
+(``table.scan(snapshot_id=...)``). The attempt's rows are read and written again (Iceberg's
+``add_files`` takes a partition value from a file's own column, which these files do not
+have).
+
+The table's columns are the stage's: a stage that gains columns adds them (a schema update by
+name, in the same transaction); one that loses a column, or changes a column's type, fails the
+sink's run before its commit, naming the columns.
+
+A catalog's relative paths (a SQLite ``uri`` such as ``sqlite:///lake/catalog.db``, a
+``warehouse`` such as ``lake/wh``) are under the runtime's home, as a sink's path is. Its name is
+``name`` among its properties, else ``default`` (a SQL catalog keeps its tables under its name:
+a reader loads it by the same one).
+"""
+
+from __future__ import annotations
+
+import uuid
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+
+from pipelines.errors import SinkPublishError, StageFailedError
+from pipelines.run.published import Committed
+from pipelines.run.table_columns import UnfitError, added, columns_of, epoch_rows
+from pipelines.stages.sink_formats import EPOCH_COLUMN, SinkFormat
+from progress import Time, faults
+from progress.faults import FaultPoint
+
+BATCH = "epochgate.batch"
+"""The snapshot summary's key for the ledger batch that committed the published attempt."""
+EPOCH = "epochgate.epoch"
+PUBLISH = "epochgate.publish"
+"""A token of one publish, the same in the snapshots of its transaction (its delete and its
+append): an audit counts the publishes of an attempt by it."""
+DEFAULT_CATALOG = "default"
+"""The catalog's name unless its properties give one (``name``): a SQL catalog keeps its tables
+under its name, so a reader loads the catalog by the same name."""
+
+
+def resolved(catalog: Mapping[str, str], home: Path) -> dict[str, str]:
+    """``catalog``'s properties with its relative paths under ``home``.
+
+    >>> resolved({"type": "sql", "uri": "sqlite:///lake/c.db", "warehouse": "lake/wh"}, Path("/h"))
+    {'type': 'sql', 'uri': 'sqlite:////h/lake/c.db', 'warehouse': 'file:///h/lake/wh'}
+    """
+    out = dict(catalog)
+    uri = out.get("uri", "")
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        out["uri"] = f"sqlite:///{home / uri.removeprefix('sqlite:///')}"
+    warehouse = out.get("warehouse", "")
+    if warehouse and "://" not in warehouse:
+        given = Path(warehouse).expanduser()
+        out["warehouse"] = (given if given.is_absolute() else home / given).as_uri()
+    return out
+
+
+@dataclass(frozen=True)
+class IcebergSink:
+    """The Iceberg table ``table`` (``namespace.name``) of ``catalog`` that one sink publishes
+    to; ``root`` is the runtime's home, its catalog's relative paths are under it."""
+
+    pipeline: str
+    stage: str
+    root: Path
+    table: str
+    catalog: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def format(self) -> SinkFormat:
+        return SinkFormat.ICEBERG
+
+    @property
+    def location(self) -> str:
+        return f"{self.table} ({self.catalog.get('type', 'catalog')} catalog)"
+
+    def _catalog(self) -> Catalog:
+        """The catalog (a SQLite catalog's folder made first: SQLite makes only the file)."""
+        props = resolved(self.catalog, self.root)
+        uri = props.get("uri", "")
+        if uri.startswith("sqlite:////"):
+            Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        return load_catalog(props.pop("name", DEFAULT_CATALOG), **props)
+
+    def loaded(self) -> Table | None:
+        """The table, or None before its first publish."""
+        try:
+            return self._catalog().load_table(self.table)
+        except NoSuchTableError:
+            return None
+
+    def version(self) -> int | None:
+        table = self.loaded()
+        snapshot = table.current_snapshot() if table is not None else None
+        return None if snapshot is None else snapshot.sequence_number
+
+    def shows(self, committed: Committed) -> bool:
+        table = self.loaded()
+        if table is None:  # nothing published yet; an epoch without rows needs no table
+            return committed.files is None
+        return _shown_batch(table, committed.epoch) == str(committed.batch_id)
+
+    def check(self, committed: Committed) -> None:
+        """Before the commit: the rows fit the table, else ``StageFailedError`` naming the
+        columns."""
+        table = self.loaded()
+        try:
+            columns_of(committed, _schema(table) if table is not None else None, "Iceberg")
+        except UnfitError as err:
+            reason = f"cannot publish to the Iceberg table {self.table}: {err.reason}"
+            raise StageFailedError(self.stage, committed.epoch, reason) from None
+
+    def publish(self, committed: Committed) -> None:
+        """Replace the table's rows of ``committed.epoch`` with its files' rows, in one
+        transaction that records it (see the module docs)."""
+        table = self.loaded()
+        if table is not None and _shown_batch(table, committed.epoch) == str(committed.batch_id):
+            return
+        epoch = committed.epoch
+        have = _schema(table) if table is not None else None
+        try:
+            columns = columns_of(committed, have, "Iceberg")
+        except UnfitError as err:
+            raise SinkPublishError(
+                self.pipeline, self.stage, epoch, Path(self.table), err.reason
+            ) from None
+        if columns is None:  # no table and no rows: nothing to replace
+            return
+        rows = _microseconds(epoch_rows(committed, columns))
+        try:
+            if table is None:
+                table = self._create(_optional(rows.schema))
+            with table.transaction() as tx:
+                if have is not None and added(have, columns):
+                    with tx.update_schema() as update:
+                        update.union_by_name(_optional(rows.schema))
+                with warnings.catch_warnings():  # an epoch's first publish deletes nothing
+                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
+                    tx.overwrite(
+                        rows,
+                        overwrite_filter=f"{EPOCH_COLUMN} = {epoch}",
+                        snapshot_properties=self._summary(committed),
+                    )
+        except OSError as err:
+            raise SinkPublishError(
+                self.pipeline, self.stage, epoch, Path(self.table), str(err)
+            ) from err
+        faults.reach(FaultPoint.TABLE_COMMITTED)
+
+    def _create(self, schema: pa.Schema) -> Table:
+        """The table, with its namespace and an identity partition on ``epoch``."""
+        catalog = self._catalog()
+        namespace = self.table.rsplit(".", 1)[0]
+        catalog.create_namespace_if_not_exists(namespace)
+        table = catalog.create_table_if_not_exists(self.table, schema=schema)
+        if not table.spec().fields:
+            with table.update_spec() as spec:
+                spec.add_identity(EPOCH_COLUMN)
+        return catalog.load_table(self.table)
+
+    def _summary(self, committed: Committed) -> dict[str, str]:
+        return {
+            "epochgate.pipeline": self.pipeline,
+            "epochgate.stage": self.stage,
+            EPOCH: str(committed.epoch),
+            "epochgate.attempt": committed.attempt,
+            BATCH: str(committed.batch_id),
+            PUBLISH: uuid.uuid4().hex,
+        }
+
+
+def _shown_batch(table: Table, epoch: Time) -> str | None:
+    """The ledger batch of the table's latest snapshot that published ``epoch``."""
+    found: Any = None
+    for snapshot in table.snapshots():
+        props = snapshot.summary.additional_properties if snapshot.summary else {}
+        if props.get(EPOCH) == str(epoch) and (
+            found is None or snapshot.sequence_number >= found.sequence_number
+        ):
+            found = snapshot
+    if found is None or found.summary is None:
+        return None
+    batch: str | None = found.summary.additional_properties.get(BATCH)
+    return batch
+
+
+def _optional(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with every column optional: a table's column may hold nulls in a later
+    epoch even where this one's has none (Spark marks a literal's column not null)."""
+    return pa.schema([f.with_nullable(True) for f in schema])
+
+
+def _schema(table: Table) -> pa.Schema:
+    return table.schema().as_arrow()
+
+
+def _microseconds(rows: pa.Table) -> pa.Table:
+    """Timestamps in microseconds (Iceberg's unit; Spark's values are microseconds)."""
+    fields = [
+        pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable)
+        if pa.types.is_timestamp(f.type) and f.type.unit == "ns"
+        else f
+        for f in rows.schema
+    ]
+    return rows.cast(pa.schema(fields))
