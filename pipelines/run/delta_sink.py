@@ -25,6 +25,7 @@ its commit (``check``), and nothing is committed.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,10 +73,13 @@ class DeltaSink(SinkPlace):
         table = self.table()
         return None if table is None else table.version()
 
-    def shows(self, committed: Committed) -> bool:
+    def shown(self, committed: Sequence[Committed]) -> list[bool]:
         table = self.table()
         if table is None:  # nothing published yet; an epoch without rows needs no table
-            return committed.files is None
+            return [c.files is None for c in committed]
+        return [self._shows(table, c) for c in committed]
+
+    def _shows(self, table: DeltaTable, committed: Committed) -> bool:
         return table.transaction_version(self.app_id(committed.epoch)) == committed.batch_id
 
     def check(self, committed: Committed) -> None:
@@ -91,7 +95,7 @@ class DeltaSink(SinkPlace):
         """Replace the table's rows of ``committed.epoch`` with its files' rows, in one commit
         that records it (see the module docs)."""
         table = self.table()
-        if table is not None and self.shows(committed):
+        if table is not None and self._shows(table, committed):
             return
         epoch = committed.epoch
         try:

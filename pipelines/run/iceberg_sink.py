@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog, load_catalog
@@ -43,7 +42,7 @@ from pipelines.errors import SinkPublishError, StageFailedError
 from pipelines.run.published import Committed
 from pipelines.run.table_columns import UnfitError, added, columns_of, epoch_rows
 from pipelines.stages.sink_formats import EPOCH_COLUMN, SinkFormat
-from progress import Time, faults
+from progress import faults
 from progress.faults import FaultPoint
 
 BATCH = "epochgate.batch"
@@ -113,11 +112,12 @@ class IcebergSink:
         snapshot = table.current_snapshot() if table is not None else None
         return None if snapshot is None else snapshot.sequence_number
 
-    def shows(self, committed: Committed) -> bool:
+    def shown(self, committed: Sequence[Committed]) -> list[bool]:
         table = self.loaded()
         if table is None:  # nothing published yet; an epoch without rows needs no table
-            return committed.files is None
-        return _shown_batch(table, committed.epoch) == str(committed.batch_id)
+            return [c.files is None for c in committed]
+        batches = _shown_batches(table)
+        return [batches.get(str(c.epoch)) == str(c.batch_id) for c in committed]
 
     def check(self, committed: Committed) -> None:
         """Before the commit: the rows fit the table, else ``StageFailedError`` naming the
@@ -133,7 +133,8 @@ class IcebergSink:
         """Replace the table's rows of ``committed.epoch`` with its files' rows, in one
         transaction that records it (see the module docs)."""
         table = self.loaded()
-        if table is not None and _shown_batch(table, committed.epoch) == str(committed.batch_id):
+        shown = _shown_batches(table) if table is not None else {}
+        if shown.get(str(committed.epoch)) == str(committed.batch_id):
             return
         epoch = committed.epoch
         have = _schema(table) if table is not None else None
@@ -188,19 +189,14 @@ class IcebergSink:
         }
 
 
-def _shown_batch(table: Table, epoch: Time) -> str | None:
-    """The ledger batch of the table's latest snapshot that published ``epoch``."""
-    found: Any = None
-    for snapshot in table.snapshots():
+def _shown_batches(table: Table) -> dict[str, str]:
+    """Per epoch, the ledger batch of the table's latest snapshot that published it."""
+    out: dict[str, str] = {}
+    for snapshot in sorted(table.snapshots(), key=lambda s: s.sequence_number or 0):
         props = snapshot.summary.additional_properties if snapshot.summary else {}
-        if props.get(EPOCH) == str(epoch) and (
-            found is None or snapshot.sequence_number >= found.sequence_number
-        ):
-            found = snapshot
-    if found is None or found.summary is None:
-        return None
-    batch: str | None = found.summary.additional_properties.get(BATCH)
-    return batch
+        if EPOCH in props and BATCH in props:
+            out[props[EPOCH]] = props[BATCH]
+    return out
 
 
 def _optional(schema: pa.Schema) -> pa.Schema:

@@ -4,6 +4,7 @@ in ``pipelines.run.delta_sink``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -61,8 +62,9 @@ class SinkTarget(Protocol):
         whose columns it does not fit)."""
         ...
 
-    def shows(self, committed: Committed) -> bool:
-        """Whether ``committed`` is what the sink shows for its epoch already."""
+    def shown(self, committed: Sequence[Committed]) -> list[bool]:
+        """For each of ``committed``, whether it is what the sink shows for its epoch already
+        (the sink's table read once)."""
         ...
 
     def publish(self, committed: Committed) -> None:

@@ -124,8 +124,8 @@ class SinkDirectory(SinkPlace):
         """Parquet folders have no table version."""
         return None
 
-    def shows(self, committed: Committed) -> bool:
-        return self.published(committed.epoch) == committed.attempt
+    def shown(self, committed: Sequence[Committed]) -> list[bool]:
+        return [self.published(c.epoch) == c.attempt for c in committed]
 
     def publish(self, committed: Committed) -> None:
         """Show ``committed``'s files at ``PATH/epoch=N`` (see the module docs). Call it only
@@ -183,13 +183,20 @@ def publish_committed(
         return done
     with ledger.session():
         for sink in sinks:
-            for message in ledger.messages(pipeline, sink.stage, 0):
-                files = Path(message.path) if message.path else None
-                committed = Committed(message.time, message.attempt, message.batch_id, files)
-                if not sink.shows(committed):
-                    sink.publish(committed)
-                    done.append((sink.stage, message.time))
+            committed = _committed(ledger, pipeline, sink)
+            for c, shown in zip(committed, sink.shown(committed), strict=True):
+                if not shown:
+                    sink.publish(c)
+                    done.append((sink.stage, c.epoch))
     return done
+
+
+def _committed(ledger: Ledger, pipeline: str, sink: SinkTarget) -> list[Committed]:
+    """The committed epochs of ``sink``, in time order."""
+    return [
+        Committed(m.time, m.attempt, m.batch_id, Path(m.path) if m.path else None)
+        for m in ledger.messages(pipeline, sink.stage, 0)
+    ]
 
 
 def sink_states(ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]) -> list[SinkState]:
@@ -197,20 +204,12 @@ def sink_states(ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]) -> l
     out: list[SinkState] = []
     with ledger.session():
         for sink in sinks:
-            messages = ledger.messages(pipeline, sink.stage, 0)
-            shown = [
-                m.time
-                for m in messages
-                if sink.shows(
-                    Committed(m.time, m.attempt, m.batch_id, Path(m.path) if m.path else None)
-                )
-            ]
-            last = shown[-1] if shown else None  # the messages come in time order
-            where = sink.location
+            committed = _committed(ledger, pipeline, sink)
+            shown = [c.epoch for c, ok in zip(committed, sink.shown(committed), strict=True) if ok]
+            last = shown[-1] if shown else None  # in time order
+            where, version = sink.location, sink.version()
             out.append(
-                SinkState(
-                    sink.stage, sink.format, where, len(shown), len(messages), last, sink.version()
-                )
+                SinkState(sink.stage, sink.format, where, len(shown), len(committed), last, version)
             )
     return out
 

@@ -16,7 +16,6 @@ before Spark.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -480,19 +479,18 @@ class Pipeline:
         table: str | None = None,
         catalog: Mapping[str, str] | None = None,
     ) -> None:
-        """Publish each committed epoch of ``input``, atomically, after its commit (see
-        ``pipelines.run.sinks``): to ``path`` as Parquet (``PATH/epoch=N``, the default) or as
-        a Delta table (``format="delta"``), or to the Iceberg ``table`` (``namespace.name``)
-        of a pyiceberg ``catalog`` (``format="iceberg"``); one table commit per epoch. A
-        relative ``path`` is under the runtime's home (the ledger's directory); an empty one,
-        or one that climbs out of the home (``..``), is refused."""
+        """Publish each committed epoch of ``input`` after its commit (``pipelines.run.sinks``):
+        to ``path`` as Parquet (``PATH/epoch=N``) or a Delta table (``format="delta"``), or to
+        the Iceberg ``table`` (``namespace.name``) of a pyiceberg ``catalog``; one table commit
+        per epoch. A relative ``path`` is under the runtime's home; ``..`` out of it is refused."""
         chosen = check_sink_format(self.name, name, format)
         where, ident, props = check_sink_target(
             self.name, name, chosen, path=path, table=table, catalog=catalog
         )
-        inputs = (self._input(name, input),)
-        spec = SinkStage(name=name, inputs=inputs, path=where, format=chosen, table=ident)
-        self._add(dataclasses.replace(spec, catalog=props))
+        ins = (self._input(name, input),)
+        self._add(
+            SinkStage(name=name, inputs=ins, path=where, format=chosen, table=ident, catalog=props)
+        )
 
     def expect(
         self,
