@@ -157,6 +157,7 @@ class DeltaSink(SinkPlace):
                         json.dumps({"numRecords": rows}),
                     )
                 )
+        faults.reach(FaultPoint.TABLE_WRITTEN)
         schema = Schema.from_arrow(columns)
         if table is None:
             create_table_with_add_actions(

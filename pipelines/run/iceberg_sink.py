@@ -288,6 +288,7 @@ def _take(
                 link_or_copy(str(source), str(folder / name))
             uri = f"{metadata.location.rstrip('/')}/{name}"
             files.append(_data_file(metadata, folder / name, uri, epoch))
+    faults.reach(FaultPoint.TABLE_WRITTEN)
     replaced = parser.parse(_epoch_filter(epoch))
     old = [task.file for task in table.scan(row_filter=replaced).plan_files()]
     with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:

@@ -119,16 +119,24 @@ def test_a_revision_replaces_its_epoch_and_an_older_snapshot_shows_the_old_rows(
     assert [epoch for epoch, _ in published(home)] == ["0", "1", "1"]
 
 
-@pytest.mark.parametrize("point", ["publish", "table"])
-def test_a_kill_before_or_after_the_table_commit_publishes_once(
+@pytest.mark.parametrize("point", ["publish", "written", "table"])
+def test_a_kill_before_inside_or_after_the_table_commit_publishes_once(
     tmp_path: Path, spark: SparkSession, point: str
 ) -> None:
     home = tmp_path / "home"
     rt, files = killed_at(tmp_path, iceberg_runtime(home, spark), point, "iceberg")
-    assert [e for e, _ in published(home)] == (["0"] if point == "publish" else ["0", "1"])
-    assert rt.publish_sinks() == ([("export", 1)] if point == "publish" else [])
+    assert [e for e, _ in published(home)] == (["0", "1"] if point == "table" else ["0"])
+    folder = Path(table(home).location().removeprefix("file://")) / "data" / "epoch=1"
+    left = sorted(p.name for p in folder.glob("*.parquet"))
+    assert bool(left) == (point != "publish")  # a killed write leaves its links, uncommitted
+    assert rt.publish_sinks() == ([] if point == "table" else [("export", 1)])
     assert [e for e, _ in published(home)] == ["0", "1"]
     assert scanned(home) == oracle(files)
+    taken = sorted(
+        Path(t.file.file_path).name for t in table(home).scan(row_filter="epoch = 1").plan_files()
+    )
+    assert taken == sorted(p.name for p in folder.glob("*.parquet"))
+    assert not left or taken == left  # the links a killed write left are the ones taken
 
 
 def test_a_table_gains_columns_and_refuses_to_lose_one(tmp_path: Path, spark: SparkSession) -> None:
