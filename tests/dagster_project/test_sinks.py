@@ -8,17 +8,23 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from deltalake import DeltaTable
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page
 from pyspark.sql import SparkSession
 
 from dagster_project import LedgerResource
 from dagster_project.names import stage_key
 from pipelines.run.runtime import Runtime
+from tests.dagster_project.browser import VIEWPORT, chromium
+from tests.dagster_project.dagster_dev import REPO, DagsterDev
 from tests.dagster_project.driver import Driver
 from tests.dagster_project.scenario import local_definitions
 from tests.dagster_project.test_delays import materialization
 from tests.fixtures.exports import pipeline, send, write_input
 
 pytestmark = [pytest.mark.dagster, pytest.mark.spark]
+
+SCREENSHOT = REPO / "tests" / "artifacts" / "sink_asset.png"
 
 
 @pytest.mark.parametrize("sink_format", ["parquet", "delta", "iceberg"])
@@ -43,3 +49,46 @@ def test_each_materialization_of_a_sink_names_its_format_location_and_version(
             assert shown["table_version"] == first + epoch
     if sink_format == "delta":
         assert DeltaTable(str(rt.sink_path("export"))).version() == 1
+
+
+@pytest.mark.browser
+def test_the_ui_shows_where_each_epoch_of_a_table_sink_was_published(
+    tmp_path: Path,
+    spark: SparkSession,
+    ui_home: Path,
+    webserver: DagsterDev,
+    chromium_executable: str,
+) -> None:
+    """A Delta sink's epochs materialized into the instance the UI serves: the sink's asset
+    page shows the format, the location and the table's version of its latest epoch."""
+    sales = pipeline("delta")
+    ledger = LedgerResource(path=str(tmp_path / "home" / "ledger.duckdb"))
+    rt = Runtime(sales, ledger.ledger(), spark, ledger.data_root)
+    send(rt, {e: write_input(tmp_path / "raw", e) for e in range(2)})
+    with dg.DagsterInstance.from_config(str(ui_home)) as instance:
+        Driver(local_definitions(sales, ledger), instance, pipeline="sales").drive()
+    (state,) = rt.sinks()
+    wanted = {"format": "delta", "location": state.location, "table_version": "1"}
+    url = f"http://127.0.0.1:{webserver.port}/assets/sales/export?view=events"
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    with chromium(chromium_executable) as browser:
+        page = browser.new_page(viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
+        try:
+            page.goto(url, wait_until="domcontentloaded")
+            shown = {name: event_metadata(page, name) for name in wanted}
+        finally:
+            page.screenshot(path=SCREENSHOT, full_page=True)
+    webserver.check_alive()
+    assert shown == wanted, f"the sink's asset page {url} shows {shown} (screenshot: {SCREENSHOT})"
+
+
+def event_metadata(page: Page, name: str) -> str | None:
+    """The value of the metadata entry ``name`` of the event an asset's events page shows (the
+    second cell of the entry's row in the innermost table holding it), or None when it does
+    not show."""
+    row = page.locator("tr").filter(has=page.get_by_text(name, exact=True)).last
+    try:
+        row.wait_for(state="visible", timeout=30_000)
+        return row.locator("td").nth(1).inner_text().strip()
+    except PlaywrightError:
+        return None
