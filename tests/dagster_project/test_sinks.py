@@ -8,14 +8,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from deltalake import DeltaTable
-from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import Page
 from pyspark.sql import SparkSession
 
 from dagster_project import LedgerResource
 from dagster_project.names import stage_key
 from pipelines.run.runtime import Runtime
-from tests.dagster_project.browser import VIEWPORT, chromium
+from tests.dagster_project.browser import VIEWPORT, chromium, metadata_entry
 from tests.dagster_project.dagster_dev import REPO, DagsterDev
 from tests.dagster_project.driver import Driver
 from tests.dagster_project.scenario import local_definitions
@@ -75,20 +73,8 @@ def test_the_ui_shows_where_each_epoch_of_a_table_sink_was_published(
         page = browser.new_page(viewport={"width": VIEWPORT["width"], "height": VIEWPORT["height"]})
         try:
             page.goto(url, wait_until="domcontentloaded")
-            shown = {name: event_metadata(page, name) for name in wanted}
+            shown = {name: metadata_entry(page, name, cell=1) for name in wanted}
         finally:
             page.screenshot(path=SCREENSHOT, full_page=True)
     webserver.check_alive()
     assert shown == wanted, f"the sink's asset page {url} shows {shown} (screenshot: {SCREENSHOT})"
-
-
-def event_metadata(page: Page, name: str) -> str | None:
-    """The value of the metadata entry ``name`` of the event an asset's events page shows (the
-    second cell of the entry's row in the innermost table holding it), or None when it does
-    not show."""
-    row = page.locator("tr").filter(has=page.get_by_text(name, exact=True)).last
-    try:
-        row.wait_for(state="visible", timeout=30_000)
-        return row.locator("td").nth(1).inner_text().strip()
-    except PlaywrightError:
-        return None
