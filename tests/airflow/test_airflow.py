@@ -5,6 +5,9 @@ scheduled on the asset.
 
 The module is one scenario taken in steps, each a test that says what it checks:
 
+The tasks find the ledger through the ``epochgate_default`` connection (in the environment, as
+JSON), while ``$EPOCHGATE_HOME`` names an empty place.
+
 1. the sensor (deferrable) waits in the triggerer while worker 1 holds epoch 0, naming it; once
    the worker sends, it resumes, the operator runs the epoch (equal to DuckDB SQL over the raw
    files) and emits the asset event with partition key 0;
@@ -167,7 +170,18 @@ def airflow_env(root: Path) -> dict[str, str]:
         "AIRFLOW__CORE__DAGS_FOLDER": str(root / "dags"),
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-        "EPOCHGATE_HOME": str(root / "home"),
+        # The tasks find the ledger and the data through the connection, not the environment:
+        # $EPOCHGATE_HOME names an empty place.
+        "AIRFLOW_CONN_EPOCHGATE_DEFAULT": json.dumps(
+            {
+                "conn_type": "epochgate",
+                "extra": {
+                    "ledger": str(root / "home" / "ledger.duckdb"),
+                    "data": str(root / "home" / "data"),
+                },
+            }
+        ),
+        "EPOCHGATE_HOME": str(root / "elsewhere"),
         "PYTHONPATH": str(root / "dags"),
     }
     return env
@@ -259,6 +273,7 @@ def test_the_sensor_waits_in_the_triggerer_and_the_run_equals_the_oracle(rig: Ri
     assert (done["state"], done["tasks"]) == ("success", {"wait": "success", "run": "success"})
     assert by_region(rig, 0) == oracle(files)
     assert events(rig) == [("0", "0")]
+    assert not (rig.root / "elsewhere").exists()  # the connection's ledger, not $EPOCHGATE_HOME
 
 
 def test_an_epoch_that_is_not_final_fails_the_run_and_emits_nothing(rig: Rig) -> None:
