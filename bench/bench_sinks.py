@@ -9,13 +9,13 @@ Then, per format, epoch by epoch:
 
 * **parquet**: ``SinkDirectory.publish`` (hard links into a version directory, then a symlink
   swap) against ``pyarrow.parquet.write_table`` of the same rows to a folder per epoch;
-* **delta**: ``DeltaSink.publish`` (the attempt's rows read, its ``epoch`` column added, one
-  predicate overwrite with the commit info and application transaction) against
+* **delta**: ``DeltaSink.publish`` (the attempt's file taken as it is: a hard link in the
+  epoch's folder, one commit with the commit info and application transaction) against
   ``deltalake.write_deltalake`` of the same rows (already in memory, with their ``epoch``
   column) to a table of its own, as the same predicate overwrite of the epoch (what replaces
   an epoch's rows; an append would count a re-run twice);
-* **iceberg**: ``IcebergSink.publish`` (the attempt's rows read and written again in one
-  overwrite transaction filtered on the epoch, with its snapshot summary) against pyiceberg's
+* **iceberg**: ``IcebergSink.publish`` (the attempt's file taken as it is: a hard link in the
+  epoch's folder, one overwrite snapshot with its summary) against pyiceberg's
   ``overwrite`` of the same rows, in memory, filtered on the epoch, in a table of its own
   (both tables in one SQLite catalog).
 

@@ -41,8 +41,12 @@ class FaultPoint(StrEnum):
     BEFORE_PUBLISH = "before-publish"
     """A stage run is committed; what follows a commit (a sink's publish, a stateful stage's
     state, its key budget) has not happened."""
+    TABLE_WRITTEN = "table-written"
+    """A sink's epoch has its files in its table's folder (the attempt's, taken as they are);
+    the table commit has not started."""
     TABLE_COMMITTED = "table-committed"
-    """A sink's epoch is committed to its table (a Delta commit); the run has not returned."""
+    """A sink's epoch is committed to its table (a Delta commit, an Iceberg snapshot); the run
+    has not returned."""
     BEFORE_MATERIALIZATION = "before-materialization"
     """A stage run under Dagster is committed; Dagster has not recorded its materialization."""
     UPQUERY_FILL = "upquery-fill"

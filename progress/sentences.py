@@ -101,6 +101,15 @@ def reads_wait(stage: str, keys: int, time: Time, holds: Sequence[str]) -> str:
     return f"{keys} pending read(s) of {stage} as of {describe_time(time)} wait: {'; '.join(holds)}"
 
 
+def not_registered(pipeline: str) -> str:
+    """A pipeline the ledger does not know yet, as what a wait on it waits for.
+
+    >>> not_registered("shop")
+    'pipeline shop is not registered: nothing was sent to it yet'
+    """
+    return f"pipeline {pipeline} is not registered: nothing was sent to it yet"
+
+
 def no_such_stage(stage: str, known: Sequence[str]) -> str:
     """A stage name that is not in the pipeline, with the closest known names.
 

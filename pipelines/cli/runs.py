@@ -11,14 +11,20 @@ from datetime import UTC, datetime
 from pipelines.cli.context import chosen, registrations, runtime
 from pipelines.cli.options import STAGE, Commands, command, engine
 from pipelines.errors import BackfillIncompleteError, RunFailedError, StageFailedError, UsageError
+from pipelines.run.epoch_runs import run_epoch
 from pipelines.run.epochs import stage_epoch
+from pipelines.run.runtime import Runtime
 from pipelines.run.scheduling import close_epochs
 from progress import Time
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.stages and args.epoch is None:
+        raise UsageError("--stage needs --epoch: a whole run runs every ready stage")
     pipeline, ledger = chosen(args)
     rt = runtime(args, pipeline, ledger)
+    if args.epoch is not None:
+        return _run_epoch(rt, args.epoch, args.stages or None)
     started = time.perf_counter()
     failures: tuple[StageFailedError, ...] = ()
     try:
@@ -35,6 +41,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     for failure in failures:
         print(f"epochgate: {failure}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _run_epoch(rt: Runtime, epoch: int, stages: list[str] | None) -> int:
+    """``run --epoch``: that epoch's stages, upstream first (``pipelines.run.epoch_runs``)."""
+    started = time.perf_counter()
+    try:
+        done = run_epoch(
+            rt, epoch, stages, lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True)
+        )
+    except StageFailedError as err:
+        print(f"epochgate: {err}", file=sys.stderr)
+        return 1
+    seconds = time.perf_counter() - started
+    print(f"{len(done.results)} stage run(s) at epoch {epoch} in {seconds:.1f}s")
+    for stage, holds in done.waiting.items():
+        print(f"waiting: {stage} epoch {epoch}: {'; '.join(holds)}")
+    return 0
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
@@ -89,12 +112,25 @@ def cmd_clock(args: argparse.Namespace) -> int:
 
 
 def add_commands(commands: Commands) -> None:
-    command(
+    run = command(
         commands,
         "run",
-        "run every ready (stage, epoch) until nothing is ready",
+        "run every ready (stage, epoch) until nothing is ready, or one epoch's stages",
         handler=cmd_run,
         parents=[engine()],
+    )
+    run.add_argument(
+        "--epoch",
+        type=int,
+        metavar="EPOCH",
+        help="run only this epoch's stages, upstream first, each once when its input is complete",
+    )
+    run.add_argument(
+        "--stage",
+        dest="stages",
+        action="append",
+        metavar="STAGE",
+        help="with --epoch: only this stage (repeat for more)",
     )
     backfill = command(
         commands,

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,6 +40,7 @@ from pipelines.run.storage import link_or_copy
 from pipelines.run.table_columns import (
     UnfitError,
     added,
+    as_they_are,
     columns_of,
     epoch_rows,
     parquet_files,
@@ -117,7 +117,7 @@ class DeltaSink(SinkPlace):
         )
         grows = table is not None and added(self._schema(table), columns)
         try:
-            if grows or not _as_they_are(committed.files):
+            if grows or not as_they_are(committed.files):
                 self._rewrite(committed, columns, props, merge=grows)
             else:
                 self._take(committed, table, columns, props)
@@ -157,6 +157,7 @@ class DeltaSink(SinkPlace):
                         json.dumps({"numRecords": rows}),
                     )
                 )
+        faults.reach(FaultPoint.TABLE_WRITTEN)
         schema = Schema.from_arrow(columns)
         if table is None:
             create_table_with_add_actions(
@@ -201,15 +202,3 @@ class DeltaSink(SinkPlace):
     @staticmethod
     def _schema(table: DeltaTable) -> pa.Schema:
         return pa.schema(table.schema().to_arrow())
-
-
-def _as_they_are(files: Path | None) -> bool:
-    """Whether the table can take the attempt's files as they are: none of their columns is
-    an INT96 timestamp (Spark's legacy encoding, which Delta's readers need not read)."""
-    if files is None:
-        return True
-    for path in parquet_files(files):
-        schema = pq.ParquetFile(path).schema
-        if any(schema.column(i).physical_type == "INT96" for i in range(len(schema))):
-            return False
-    return True

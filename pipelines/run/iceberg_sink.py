@@ -3,17 +3,22 @@ epoch, through a pyiceberg catalog.
 
 The table (``namespace.name`` in the sink's catalog, created on the first publish with its
 namespace) has the stage's columns and an ``epoch`` column with an identity partition on it.
-Publishing an epoch is one pyiceberg transaction: an overwrite filtered on ``epoch = N`` (the
-epoch's rows deleted and the new ones appended, committed to the catalog at once), so a reader
-of the table's current snapshot sees the epoch's previous rows or its new ones, never half and
-never both. The transaction's snapshots carry the pipeline, stage, epoch, attempt and the ledger
-batch that committed the attempt in their summaries: a publish that finds the batch already in
-the table's latest snapshot of the epoch does nothing, so a run killed after its table commit
+Publishing an epoch is one pyiceberg transaction that deletes the epoch's files and appends
+the new ones, committed to the catalog at once, so a reader of the table's current snapshot sees
+the epoch's previous rows or its new ones, never half and never both. The committed attempt's
+Parquet files become the table's files as they are (hard links in the table's
+``data/epoch=N`` folder, appended with ``epoch = N`` as their partition value: Iceberg readers
+take an identity partition's column from the partition value when a file lacks it, and read
+files without field ids by the table's name mapping); no row is read or written again. Files
+with INT96 or nanosecond timestamps, and a table outside the local file system, are written
+again instead (an overwrite filtered on ``epoch = N``, in microseconds).
+
+The transaction's snapshots carry the pipeline, stage, epoch, attempt and the ledger batch that
+committed the attempt in their summaries: a publish that finds the batch already in the
+table's latest snapshot of the epoch does nothing, so a run killed after its table commit
 and published again by ``Runtime.publish_sinks()`` commits nothing twice. A revision publishes
 its new attempt the same way; the table's snapshots keep the old rows
-(``table.scan(snapshot_id=...)``). The attempt's rows are read and written again (Iceberg's
-``add_files`` takes a partition value from a file's own column, which these files do not
-have).
+(``table.scan(snapshot_id=...)``).
 
 The table's columns are the stage's: a stage that gains columns adds them (a schema update by
 name, in the same transaction); one that loses a column, or changes a column's type, fails the
@@ -29,20 +34,40 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.table import Table
+from pyiceberg.expressions import parser
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.table import Table, TableProperties, Transaction
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.typedef import Record
 
 from pipelines.errors import SinkPublishError, StageFailedError
 from pipelines.run.published import Committed
-from pipelines.run.table_columns import UnfitError, added, columns_of, epoch_rows
+from pipelines.run.storage import link_or_copy
+from pipelines.run.table_columns import (
+    UnfitError,
+    added,
+    as_they_are,
+    columns_of,
+    epoch_rows,
+    parquet_files,
+)
 from pipelines.stages.sink_formats import EPOCH_COLUMN, SinkFormat
-from progress import faults
+from progress import Time, faults
 from progress.faults import FaultPoint
 
 BATCH = "epochgate.batch"
@@ -146,21 +171,26 @@ class IcebergSink:
             ) from None
         if columns is None:  # no table and no rows: nothing to replace
             return
-        rows = _microseconds(epoch_rows(committed, columns))
+        schema = _optional(_microseconds(columns))
         try:
             if table is None:
-                table = self._create(_optional(rows.schema))
+                table = self._create(schema)
             with table.transaction() as tx:
                 if have is not None and added(have, columns):
                     with tx.update_schema() as update:
-                        update.union_by_name(_optional(rows.schema))
-                with warnings.catch_warnings():  # an epoch's first publish deletes nothing
-                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                    tx.overwrite(
-                        rows,
-                        overwrite_filter=f"{EPOCH_COLUMN} = {epoch}",
-                        snapshot_properties=self._summary(committed),
-                    )
+                        update.union_by_name(schema)
+                folder = _local(tx.table_metadata.location)
+                summary = self._summary(committed)
+                if folder is not None and as_they_are(committed.files, nanoseconds=False):
+                    _take(table, tx, committed, folder, summary)
+                else:
+                    rows = epoch_rows(committed, columns)
+                    with _deleting():
+                        tx.overwrite(
+                            rows.cast(_microseconds(rows.schema)),
+                            overwrite_filter=_epoch_filter(epoch),
+                            snapshot_properties=summary,
+                        )
         except OSError as err:
             raise SinkPublishError(
                 self.pipeline, self.stage, epoch, Path(self.table), str(err)
@@ -209,12 +239,85 @@ def _schema(table: Table) -> pa.Schema:
     return table.schema().as_arrow()
 
 
-def _microseconds(rows: pa.Table) -> pa.Table:
+def _microseconds(schema: pa.Schema) -> pa.Schema:
     """Timestamps in microseconds (Iceberg's unit; Spark's values are microseconds)."""
-    fields = [
+    return pa.schema(
         pa.field(f.name, pa.timestamp("us", f.type.tz), f.nullable)
         if pa.types.is_timestamp(f.type) and f.type.unit == "ns"
         else f
-        for f in rows.schema
-    ]
-    return rows.cast(pa.schema(fields))
+        for f in schema
+    )
+
+
+def _epoch_filter(epoch: Time) -> str:
+    return f"{EPOCH_COLUMN} = {epoch}"
+
+
+@contextmanager
+def _deleting() -> Iterator[None]:
+    """Quiet pyiceberg's warning when an epoch's first publish has nothing to delete."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Delete operation did not match any records")
+        yield
+
+
+def _local(location: str) -> Path | None:
+    """The folder of a table on the local file system, else None."""
+    parsed = urlparse(location)
+    return Path(parsed.path) if parsed.scheme in ("", "file") else None
+
+
+def _take(
+    table: Table, tx: Transaction, committed: Committed, folder: Path, summary: dict[str, str]
+) -> None:
+    """Replace the epoch's files with the attempt's, as they are, in one snapshot: hard links
+    in the table's ``data/epoch=N`` folder, appended with the epoch as their partition value.
+    No row is read or written."""
+    epoch, metadata = committed.epoch, tx.table_metadata
+    if metadata.name_mapping() is None:  # how readers find the columns of files without ids
+        mapping = metadata.schema().name_mapping.model_dump_json()
+        tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+        metadata = tx.table_metadata
+    files: list[DataFile] = []
+    if committed.files is not None:
+        partition = f"data/{EPOCH_COLUMN}={epoch}"
+        (folder / partition).mkdir(parents=True, exist_ok=True)
+        for source in parquet_files(committed.files):
+            name = f"{partition}/{committed.attempt}-{source.name}"
+            if not (folder / name).exists():
+                link_or_copy(str(source), str(folder / name))
+            uri = f"{metadata.location.rstrip('/')}/{name}"
+            files.append(_data_file(metadata, folder / name, uri, epoch))
+    faults.reach(FaultPoint.TABLE_WRITTEN)
+    replaced = parser.parse(_epoch_filter(epoch))
+    old = [task.file for task in table.scan(row_filter=replaced).plan_files()]
+    with tx.update_snapshot(snapshot_properties=summary).overwrite() as overwrite:
+        overwrite.delete_by_predicate(replaced)
+        for data_file in old:
+            overwrite.delete_data_file(data_file)
+        for data_file in files:
+            overwrite.append_data_file(data_file)
+
+
+def _data_file(metadata: TableMetadata, path: Path, uri: str, epoch: Time) -> DataFile:
+    """The file at ``path`` as the table's data file ``uri`` in the partition ``epoch``, with its
+    columns' statistics from its footer."""
+    footer = pq.read_metadata(path)
+    schema = metadata.schema()
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=footer,
+        stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=uri,
+        file_format=FileFormat.PARQUET,
+        partition=Record(epoch),
+        file_size_in_bytes=path.stat().st_size,
+        sort_order_id=None,
+        spec_id=metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )

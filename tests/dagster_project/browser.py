@@ -177,3 +177,15 @@ def sensor_page(dev: DagsterDev, sensor: str) -> str:
     """The address of a sensor's page: its ticks and runs."""
     where = repository_path(dev, sensor=sensor)
     return f"http://127.0.0.1:{dev.port}/locations/{where}/sensors/{sensor}"
+
+
+def metadata_entry(page: Page, name: str, *, cell: int, timeout: float = 30.0) -> str | None:
+    """The value of the metadata entry ``name`` on an asset's page: cell ``cell`` of the first
+    row naming it (the overview's tables end with the value, -1; an event's have it second, 1),
+    or None when it does not show within ``timeout``."""
+    row = page.locator("tr").filter(has=page.get_by_text(name, exact=True)).first
+    try:
+        row.wait_for(state="visible", timeout=timeout * 1000)
+        return row.locator("td").nth(cell).inner_text().strip()
+    except PlaywrightError:
+        return None

@@ -15,15 +15,13 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from playwright.sync_api import Error as PlaywrightError
-from playwright.sync_api import Page
 
 from dagster_project.dev.driver import DriveError
 from dagster_project.names import UPQUERY_TAG, stage_key
 from dagster_project.partitions import epoch_key
 from pipelines.errors import ReadPendingError
 from pipelines.examples.bank_data import Oracle
-from tests.dagster_project.browser import VIEWPORT, chromium, shown
+from tests.dagster_project.browser import VIEWPORT, chromium, metadata_entry, shown
 from tests.dagster_project.dagster_dev import REPO, DagsterDev
 from tests.dagster_project.driver import skip_text
 from tests.dagster_project.scenario import Bank
@@ -144,7 +142,9 @@ def ui_shows_upquery_and_state(
             page.screenshot(path=RUNS_SCREENSHOT, full_page=True)
         try:
             page.goto(asset_url, wait_until="domcontentloaded")
-            values = {name: metadata_value(page, name) for name in state}
+            values = {
+                name: metadata_entry(page, name, cell=-1, timeout=FIND_SECONDS) for name in state
+            }
         finally:
             page.screenshot(path=STATE_SCREENSHOT, full_page=True)
     webserver.check_alive()
@@ -154,17 +154,6 @@ def ui_shows_upquery_and_state(
     assert values == {name: str(value) for name, value in state.items()}, (
         f"the asset page {asset_url} shows {values} (screenshot: {STATE_SCREENSHOT})"
     )
-
-
-def metadata_value(page: Page, name: str) -> str | None:
-    """The value of the metadata entry ``name`` in the asset page's table (the last cell of
-    its row), or None when it does not show within ``FIND_SECONDS``."""
-    row = page.locator("tr").filter(has=page.get_by_text(name, exact=True))
-    try:
-        row.first.wait_for(state="visible", timeout=FIND_SECONDS * 1000)
-        return row.first.locator("td").last.inner_text().strip()
-    except PlaywrightError:
-        return None
 
 
 def test_the_ui_shows_each_epoch_of_an_expectation_check(

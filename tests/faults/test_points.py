@@ -93,7 +93,7 @@ CASES = [
     Case(FaultPoint.LEDGER_TRANSACTION, 2, ("stage", "valid_wires", "{e}")),
     Case(FaultPoint.BEFORE_PUBLISH, 1, ("stage", "export", "{e}"), _before("export")),
     Case(FaultPoint.TABLE_COMMITTED, 1, ("stage", "lake", "{e}"), _before("lake")),
-    Case(FaultPoint.TABLE_COMMITTED, 1, ("stage", "ice", "{e}"), _before("ice")),
+    Case(FaultPoint.TABLE_WRITTEN, 1, ("stage", "ice", "{e}"), _before("ice")),
     Case(FaultPoint.BEFORE_PUBLISH, 1, ("stage", "balances", "{e}"), _before("balances")),
     Case(FaultPoint.CAPTURE_APPEND, 1, ("stage", "movements", "{e}"), _before("movements")),
     Case(FaultPoint.UPQUERY_FILL, 1, ("lookup", KEYS), _holes),

@@ -39,16 +39,20 @@ pytestmark = [
 ]
 
 ACCOUNTS = 8
-RUN_POINTS = [
+BACKFILL_POINTS = [
     FaultPoint.ATTEMPT_WRITTEN,
     FaultPoint.LEDGER_TRANSACTION,
     FaultPoint.BEFORE_PUBLISH,
     FaultPoint.CAPTURE_APPEND,
-    FaultPoint.REPLAY_STEP,
 ]
 POINTS = {
-    "run": RUN_POINTS,
-    "backfill": RUN_POINTS[:4],
+    "run": [
+        *BACKFILL_POINTS,
+        FaultPoint.REPLAY_STEP,
+        FaultPoint.TABLE_WRITTEN,
+        FaultPoint.TABLE_COMMITTED,
+    ],
+    "backfill": BACKFILL_POINTS,
     "lookup": [FaultPoint.UPQUERY_FILL, FaultPoint.LEDGER_TRANSACTION],
     "evict": [FaultPoint.EVICTION],
 }

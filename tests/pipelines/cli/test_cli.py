@@ -156,3 +156,18 @@ def test_run_reports_each_failure_after_the_runs_that_went_on(
         "epochgate: stage 'kind_counts', epoch 0 failed: the kinds service is down; "
         "nothing was committed"
     ]
+    # One epoch's stages, upstream first: the done ones are done already, the failing one fails
+    # again, and what waits on it is named.
+    reference = ["-p", "tests.fixtures.branches:broken"]
+    assert main(["run", *reference, "--epoch", "0", *where]) == 1
+    out, err = capsys.readouterr()
+    assert "branches.big epoch 0: done-already" in out
+    assert err.splitlines() == [
+        "epochgate: stage 'kind_counts', epoch 0 failed: the kinds service is down; "
+        "nothing was committed"
+    ]
+    assert main(["run", *reference, "--epoch", "0", "--stage", "big", *where]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("  branches.big epoch 0: done-already\n1 stage run(s) at epoch 0 in ")
+    assert main(["run", *reference, "--stage", "big", *where]) == 1
+    assert "--stage needs --epoch" in capsys.readouterr().err

@@ -145,8 +145,9 @@ def killed_at(
     tmp_path: Path, rt: Runtime, point: str, sink_format: str
 ) -> tuple[Runtime, dict[int, Path]]:
     """Two epochs sent to ``rt`` (in ``tmp_path/home``), the sink's epoch 0 published, and
-    its run at epoch 1 killed in a child at ``point``: before its table commit (``publish``)
-    or just after it (``table``)."""
+    its run at epoch 1 killed in a child at ``point``: before its publish (``publish``), with
+    its files in the table's folder but no table commit (``written``), or just after its table
+    commit (``table``)."""
     files = {e: write_input(tmp_path / "raw", e) for e in range(2)}
     send(rt, files)
     rt.run_stage("totals", 0)
@@ -156,20 +157,25 @@ def killed_at(
     return rt, files
 
 
-@pytest.mark.parametrize("point", ["publish", "table"])
-def test_a_kill_before_or_after_the_table_commit_publishes_once(
+@pytest.mark.parametrize("point", ["publish", "written", "table"])
+def test_a_kill_before_inside_or_after_the_table_commit_publishes_once(
     tmp_path: Path, spark: SparkSession, point: str
 ) -> None:
     rt, files = killed_at(tmp_path, delta_runtime(tmp_path / "home", spark), point, "delta")
     root = rt.sink_path("export")
     assert list(rt.ledger.done_epochs("sales", "export")) == [0, 1]  # the ledger committed 1
     shown = [epoch for epoch, _ in commits(root)]
-    assert shown == (["0"] if point == "publish" else ["0", "1"])
+    assert shown == (["0", "1"] if point == "table" else ["0"])
+    left = sorted(p.name for p in (root / "epoch=1").glob("*.parquet"))
+    assert bool(left) == (point != "publish")  # a killed write leaves its links, uncommitted
     published = rt.publish_sinks()
-    assert published == ([("export", 1)] if point == "publish" else [])
+    assert published == ([] if point == "table" else [("export", 1)])
     assert [epoch for epoch, _ in commits(root)] == ["0", "1"]  # epoch 1 once, either way
     assert table_rows(root) == oracle(files)
     assert rt.publish_sinks() == []
+    taken = sorted(Path(f).name for f in DeltaTable(str(root)).file_uris() if "epoch=1" in f)
+    assert taken == sorted(p.name for p in (root / "epoch=1").glob("*.parquet"))
+    assert not left or taken == left  # the links a killed write left are the ones taken
 
 
 def shrink_refused(shrunk: Runtime) -> str:

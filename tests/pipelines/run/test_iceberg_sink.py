@@ -1,21 +1,26 @@
 """Iceberg sinks, against the DuckDB oracle and read by two engines (pyiceberg's scan, DuckDB
 over the table's data files): one table commit per published epoch with the attempt in its
-snapshot summary, a revision replacing its epoch's rows (an older snapshot shows the old ones),
-exactly once across kills before and after the table commit, a table that gains columns and
-refuses to lose one, and the definition checks."""
+snapshot summary, the attempt's files taken as they are (INT96 timestamps written again), a
+revision replacing its epoch's rows (an older snapshot shows the old ones), exactly once across
+kills before and after the table commit, a table that gains columns and refuses to lose one,
+and the definition checks."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog import load_catalog
 from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from pipelines.errors import PipelineDefinitionError
-from pipelines.run.iceberg_sink import resolved
+from pipelines.run.iceberg_sink import IcebergSink, resolved
+from pipelines.run.published import Committed
 from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger
@@ -48,11 +53,13 @@ def scanned(home: Path, snapshot: int | None = None) -> list[Row]:
 
 
 def duckdb_rows(home: Path) -> list[Row]:
-    """DuckDB over the data files of the table's current snapshot (their own epoch column)."""
+    """DuckDB over the data files of the table's current snapshot (the epoch from their
+    ``epoch=N`` folders: the attempt's files, taken as they are, have no such column)."""
     files = [t.file.file_path.removeprefix("file://") for t in table(home).scan().plan_files()]
     con = duckdb.connect()
     found = con.execute(
-        "SELECT epoch, item, round(total, 6) FROM read_parquet(?)", [files]
+        "SELECT epoch, item, round(total, 6) FROM read_parquet(?, hive_partitioning = true)",
+        [files],
     ).fetchall()
     con.close()
     return sorted((int(e), i, t) for e, i, t in found)
@@ -112,16 +119,24 @@ def test_a_revision_replaces_its_epoch_and_an_older_snapshot_shows_the_old_rows(
     assert [epoch for epoch, _ in published(home)] == ["0", "1", "1"]
 
 
-@pytest.mark.parametrize("point", ["publish", "table"])
-def test_a_kill_before_or_after_the_table_commit_publishes_once(
+@pytest.mark.parametrize("point", ["publish", "written", "table"])
+def test_a_kill_before_inside_or_after_the_table_commit_publishes_once(
     tmp_path: Path, spark: SparkSession, point: str
 ) -> None:
     home = tmp_path / "home"
     rt, files = killed_at(tmp_path, iceberg_runtime(home, spark), point, "iceberg")
-    assert [e for e, _ in published(home)] == (["0"] if point == "publish" else ["0", "1"])
-    assert rt.publish_sinks() == ([("export", 1)] if point == "publish" else [])
+    assert [e for e, _ in published(home)] == (["0", "1"] if point == "table" else ["0"])
+    folder = Path(table(home).location().removeprefix("file://")) / "data" / "epoch=1"
+    left = sorted(p.name for p in folder.glob("*.parquet"))
+    assert bool(left) == (point != "publish")  # a killed write leaves its links, uncommitted
+    assert rt.publish_sinks() == ([] if point == "table" else [("export", 1)])
     assert [e for e, _ in published(home)] == ["0", "1"]
     assert scanned(home) == oracle(files)
+    taken = sorted(
+        Path(t.file.file_path).name for t in table(home).scan(row_filter="epoch = 1").plan_files()
+    )
+    assert taken == sorted(p.name for p in folder.glob("*.parquet"))
+    assert not left or taken == left  # the links a killed write left are the ones taken
 
 
 def test_a_table_gains_columns_and_refuses_to_lose_one(tmp_path: Path, spark: SparkSession) -> None:
@@ -138,6 +153,54 @@ def test_a_table_gains_columns_and_refuses_to_lose_one(tmp_path: Path, spark: Sp
     assert "of the table are gone" in cause
     assert "total" in cause
     assert table(home).current_snapshot() == snapshot  # nothing was committed to the table
+
+
+@pytest.mark.unit
+def test_files_are_taken_as_they_are_and_int96_timestamps_written_again(tmp_path: Path) -> None:
+    """The attempt's files become the table's (hard links, the epoch their partition value, one
+    snapshot replacing the epoch's files); Spark's legacy INT96 timestamps, which Iceberg
+    readers need not read, are written again in microseconds."""
+    when = datetime(2026, 11, 28, 12, 30, tzinfo=UTC)
+    rows = pa.table({"k": pa.array([1, 2], pa.int64()), "at": pa.array([when, when])})
+
+    def attempt(name: str, legacy: bool = False) -> Path:
+        files = tmp_path / name
+        files.mkdir()
+        pq.write_table(rows, files / "part-0.parquet", use_deprecated_int96_timestamps=legacy)
+        return files
+
+    sink = IcebergSink("p", "ice", tmp_path, "ns.taken", CATALOG)
+    for epoch, files in ((0, attempt("a0")), (1, attempt("a1")), (1, attempt("a1b"))):
+        sink.publish(Committed(epoch, files.name, epoch + len(files.name), files))
+    taken = load_catalog("default", **resolved(CATALOG, tmp_path)).load_table("ns.taken")
+    read = taken.scan().to_arrow().to_pylist()
+    assert sorted((r["epoch"], r["k"], r["at"]) for r in read) == [
+        (e, k, when) for e in (0, 1) for k in (1, 2)
+    ]
+    paths = sorted(
+        Path(t.file.file_path.removeprefix("file://")) for t in taken.scan().plan_files()
+    )
+    assert [(p.parent.name, p.name) for p in paths] == [
+        ("epoch=0", "a0-part-0.parquet"),
+        ("epoch=1", "a1b-part-0.parquet"),
+    ]
+    assert [p.stat().st_ino for p in paths] == [
+        (tmp_path / a / "part-0.parquet").stat().st_ino for a in ("a0", "a1b")
+    ]
+    operations = [s.summary.operation.value for s in taken.snapshots() if s.summary]
+    assert operations == ["append", "overwrite", "overwrite"]  # one snapshot per publish
+
+    legacy = IcebergSink("p", "ice", tmp_path, "ns.legacy", CATALOG)
+    legacy.publish(Committed(0, "old", 1, attempt("old", legacy=True)))
+    written = load_catalog("default", **resolved(CATALOG, tmp_path)).load_table("ns.legacy")
+    assert [(r["k"], r["at"]) for r in written.scan().to_arrow().to_pylist()] == [
+        (1, when.replace(tzinfo=None)),
+        (2, when.replace(tzinfo=None)),
+    ]
+    (task,) = written.scan().plan_files()
+    assert pq.read_schema(task.file.file_path.removeprefix("file://")).field("at").type == (
+        pa.timestamp("us")
+    )
 
 
 @pytest.mark.unit

@@ -47,10 +47,16 @@ from tests.pipelines.run.test_corrections import (
     test_a_correction_reaches_every_output_that_read_it_once,
     test_a_stateful_stage_recomputes_from_the_corrected_epoch,
 )
+from tests.pipelines.run.test_delta_sink import (
+    test_each_epoch_is_one_table_commit_read_alike_by_three_engines,
+)
 from tests.pipelines.run.test_dimension import (
     one_worker,
     test_a_dimension_is_corrected_only_where_its_worker_sent_a_table,
     test_a_reader_sees_the_table_as_of_its_epoch_and_after_close_the_last,
+)
+from tests.pipelines.run.test_iceberg_sink import (
+    test_each_epoch_is_one_table_commit_read_alike_by_two_engines,
 )
 from tests.pipelines.run.test_iterate import (
     test_rounds_reach_the_fixed_point_and_equal_the_oracle,
@@ -178,6 +184,8 @@ CASES = {
     "dimension join": test_a_reader_sees_the_table_as_of_its_epoch_and_after_close_the_last,
     "dimension correction": test_a_dimension_is_corrected_only_where_its_worker_sent_a_table,
     "sink": test_a_sink_publishes_each_committed_epoch_for_the_engine_duckdb_and_pyarrow,
+    "Delta sink": test_each_epoch_is_one_table_commit_read_alike_by_three_engines,
+    "Iceberg sink": test_each_epoch_is_one_table_commit_read_alike_by_two_engines,
     "upquery": test_a_never_read_key_is_upqueried_then_answered_from_state,
     "eviction": test_an_evicted_key_reads_the_same_and_refills_with_what_it_missed,
     "join below a partial stage": (
