@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -17,12 +19,37 @@ pytestmark = pytest.mark.unit
 LIBRARY = ("progress", "state_store", "pipelines")
 
 
+AIRFLOW = "pipelines.airflow"
+"""Imports Airflow, which makes its home when imported: never imported in the test process (its
+tests run it in child processes). It defines no error and no stage kind (checked from its
+source)."""
+
+
 def _every_module() -> None:
     for name in LIBRARY:
-        package = importlib.import_module(name)
-        for found in pkgutil.walk_packages(package.__path__, prefix=f"{name}."):
-            if ".examples" not in found.name:
-                importlib.import_module(found.name)
+        _import_below(name)
+
+
+def _import_below(name: str) -> None:
+    """``name`` and every module below it but the examples and Airflow's (``walk_packages``
+    would import every package to walk it)."""
+    package = importlib.import_module(name)
+    for found in pkgutil.iter_modules(package.__path__, prefix=f"{name}."):
+        if found.name.endswith(".examples") or found.name == AIRFLOW:
+            continue
+        if found.ispkg:
+            _import_below(found.name)
+        else:
+            importlib.import_module(found.name)
+
+
+def test_the_airflow_provider_defines_no_error_and_no_stage_kind() -> None:
+    root = Path(pipelines.__file__).parent / "airflow"
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases}
+                assert not any(b.endswith(("Error", "Stage")) for b in bases), (path, node.name)
 
 
 def _subclasses(cls: type[BaseException]) -> set[type[BaseException]]:
