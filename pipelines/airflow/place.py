@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pipelines.cli.context import registrations
 from pipelines.cli.references import choose
 from pipelines.run.runtime import Runtime
 from pipelines.settings import Settings
@@ -44,8 +45,7 @@ class Place:
     def pipeline(self, ledger: Ledger, reference: str) -> Pipeline:
         """The pipeline ``reference`` means: a registered name, an example or
         ``module:attribute`` (as ``-p`` on the command line)."""
-        registered = ledger.registrations() if ledger.path.exists() else []
-        return choose(registered, reference, ledger.path)
+        return choose(registrations(ledger), reference, ledger.path)
 
     def runtime(self, reference: str) -> Runtime:
         """The pipeline bound to this place (registering it, as ``epochgate run`` does); Spark

@@ -18,6 +18,11 @@ from pipelines.airflow.place import Place
 from pipelines.airflow.waits import epoch_waits
 
 
+def _classpath(trigger: BaseTrigger) -> str:
+    """Where the triggerer finds ``trigger``'s class."""
+    return f"{type(trigger).__module__}.{type(trigger).__qualname__}"
+
+
 def _waits(place: Place, pipeline: str, stage: str, epoch: int, final: bool) -> list[str]:
     ledger = place.open_ledger()
     return epoch_waits(place.pipeline(ledger, pipeline), ledger, stage, epoch, final=final)
@@ -45,7 +50,7 @@ class EpochReadyTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
+            _classpath(self),
             {
                 "pipeline": self.pipeline,
                 "stage": self.stage,
@@ -92,7 +97,7 @@ class EpochFinalTrigger(BaseEventTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
+            _classpath(self),
             {
                 "pipeline": self.pipeline,
                 "stage": self.stage,

@@ -5,6 +5,7 @@ written): its input (the stage can run the epoch once its input frontier has pas
 
 from __future__ import annotations
 
+from pipelines.cli.context import registrations
 from pipelines.reads.final import Finality
 from pipelines.run.revisions import above
 from pipelines.stages.pipeline import Pipeline
@@ -17,9 +18,7 @@ def epoch_waits(
 ) -> list[str]:
     """What keeps ``stage`` at ``epoch`` from being ready (or, with ``final``, final)."""
     pipeline.stage(stage)  # an unknown name: the one error every entry point gives
-    if not ledger.path.exists() or pipeline.name not in {
-        r.pipeline for r in ledger.registrations()
-    }:
+    if pipeline.name not in {r.pipeline for r in registrations(ledger)}:
         return [sentences.not_registered(pipeline.name)]
     if final:
         reach = {name: above(pipeline.stages, name) for name in pipeline.stages}

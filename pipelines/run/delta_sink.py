@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,15 +37,13 @@ from deltalake.transaction import AddAction, RemoveAction, create_table_with_add
 
 from pipelines.errors import SinkPublishError, StageFailedError
 from pipelines.run.published import Committed, SinkPlace
-from pipelines.run.storage import link_or_copy
 from pipelines.run.table_columns import (
     UnfitError,
     added,
-    as_they_are,
     columns_of,
     epoch_rows,
-    parquet_files,
 )
+from pipelines.run.taken_files import as_they_are, footers, link
 from pipelines.stages.sink_formats import EPOCH_COLUMN, SinkFormat
 from progress import Time, faults
 from progress.faults import FaultPoint
@@ -116,11 +115,12 @@ class DeltaSink(SinkPlace):
             app_transactions=[Transaction(self.app_id(epoch), committed.batch_id)],
         )
         grows = table is not None and added(self._schema(table), columns)
+        found = footers(committed)
         try:
-            if grows or not as_they_are(committed.files):
+            if grows or not as_they_are(found):
                 self._rewrite(committed, columns, props, merge=grows)
             else:
-                self._take(committed, table, columns, props)
+                self._take(committed, found, table, columns, props)
         except OSError as err:
             raise SinkPublishError(self.pipeline, self.stage, epoch, self.root, str(err)) from err
         faults.reach(FaultPoint.TABLE_COMMITTED)
@@ -128,6 +128,7 @@ class DeltaSink(SinkPlace):
     def _take(
         self,
         committed: Committed,
+        found: dict[Path, pq.FileMetaData],
         table: DeltaTable | None,
         columns: pa.Schema,
         props: CommitProperties,
@@ -137,26 +138,18 @@ class DeltaSink(SinkPlace):
         each, replacing the epoch's files in the same commit. No row is read or written."""
         epoch = committed.epoch
         adds: list[AddAction] = []
-        if committed.files is not None:
-            folder = self.root / f"{EPOCH_COLUMN}={epoch}"
-            folder.mkdir(parents=True, exist_ok=True)
-            for source in parquet_files(committed.files):
-                name = f"{committed.attempt}-{source.name}"
-                target = folder / name
-                if not target.exists():
-                    link_or_copy(str(source), str(target))
-                found = target.stat()
-                rows = pq.ParquetFile(target).metadata.num_rows
-                adds.append(
-                    AddAction(
-                        f"{EPOCH_COLUMN}={epoch}/{name}",
-                        found.st_size,
-                        {EPOCH_COLUMN: str(epoch)},
-                        found.st_mtime_ns // 1_000_000,
-                        True,
-                        json.dumps({"numRecords": rows}),
-                    )
+        for taken in link(committed, found, self.root, f"{EPOCH_COLUMN}={epoch}"):
+            stat = taken.path.stat()
+            adds.append(
+                AddAction(
+                    taken.name,
+                    stat.st_size,
+                    {EPOCH_COLUMN: str(epoch)},
+                    stat.st_mtime_ns // 1_000_000,
+                    True,
+                    json.dumps({"numRecords": taken.footer.num_rows}),
                 )
+            )
         faults.reach(FaultPoint.TABLE_WRITTEN)
         schema = Schema.from_arrow(columns)
         if table is None:

@@ -57,15 +57,13 @@ from pyiceberg.typedef import Record
 
 from pipelines.errors import SinkPublishError, StageFailedError
 from pipelines.run.published import Committed
-from pipelines.run.storage import link_or_copy
 from pipelines.run.table_columns import (
     UnfitError,
     added,
-    as_they_are,
     columns_of,
     epoch_rows,
-    parquet_files,
 )
+from pipelines.run.taken_files import Taken, as_they_are, footers, link
 from pipelines.stages.sink_formats import EPOCH_COLUMN, SinkFormat
 from progress import Time, faults
 from progress.faults import FaultPoint
@@ -181,8 +179,9 @@ class IcebergSink:
                         update.union_by_name(schema)
                 folder = _local(tx.table_metadata.location)
                 summary = self._summary(committed)
-                if folder is not None and as_they_are(committed.files, nanoseconds=False):
-                    _take(table, tx, committed, folder, summary)
+                found = footers(committed)
+                if folder is not None and as_they_are(found, nanoseconds=False):
+                    _take(table, tx, committed, found=found, folder=folder, summary=summary)
                 else:
                     rows = epoch_rows(committed, columns)
                     with _deleting():
@@ -268,7 +267,13 @@ def _local(location: str) -> Path | None:
 
 
 def _take(
-    table: Table, tx: Transaction, committed: Committed, folder: Path, summary: dict[str, str]
+    table: Table,
+    tx: Transaction,
+    committed: Committed,
+    *,
+    found: dict[Path, pq.FileMetaData],
+    folder: Path,
+    summary: dict[str, str],
 ) -> None:
     """Replace the epoch's files with the attempt's, as they are, in one snapshot: hard links
     in the table's ``data/epoch=N`` folder, appended with the epoch as their partition value.
@@ -278,16 +283,11 @@ def _take(
         mapping = metadata.schema().name_mapping.model_dump_json()
         tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
         metadata = tx.table_metadata
-    files: list[DataFile] = []
-    if committed.files is not None:
-        partition = f"data/{EPOCH_COLUMN}={epoch}"
-        (folder / partition).mkdir(parents=True, exist_ok=True)
-        for source in parquet_files(committed.files):
-            name = f"{partition}/{committed.attempt}-{source.name}"
-            if not (folder / name).exists():
-                link_or_copy(str(source), str(folder / name))
-            uri = f"{metadata.location.rstrip('/')}/{name}"
-            files.append(_data_file(metadata, folder / name, uri, epoch))
+    location = metadata.location.rstrip("/")
+    files = [
+        _data_file(metadata, taken, f"{location}/{taken.name}", epoch)
+        for taken in link(committed, found, folder, f"data/{EPOCH_COLUMN}={epoch}")
+    ]
     faults.reach(FaultPoint.TABLE_WRITTEN)
     replaced = parser.parse(_epoch_filter(epoch))
     old = [task.file for task in table.scan(row_filter=replaced).plan_files()]
@@ -299,13 +299,12 @@ def _take(
             overwrite.append_data_file(data_file)
 
 
-def _data_file(metadata: TableMetadata, path: Path, uri: str, epoch: Time) -> DataFile:
-    """The file at ``path`` as the table's data file ``uri`` in the partition ``epoch``, with its
-    columns' statistics from its footer."""
-    footer = pq.read_metadata(path)
+def _data_file(metadata: TableMetadata, taken: Taken, uri: str, epoch: Time) -> DataFile:
+    """The linked file ``taken`` as the table's data file ``uri`` in the partition ``epoch``,
+    with its columns' statistics from its footer."""
     schema = metadata.schema()
     statistics = data_file_statistics_from_parquet_metadata(
-        parquet_metadata=footer,
+        parquet_metadata=taken.footer,
         stats_columns=compute_statistics_plan(schema, metadata.properties),
         parquet_column_mapping=parquet_path_to_id_mapping(schema),
     )
@@ -314,7 +313,7 @@ def _data_file(metadata: TableMetadata, path: Path, uri: str, epoch: Time) -> Da
         file_path=uri,
         file_format=FileFormat.PARQUET,
         partition=Record(epoch),
-        file_size_in_bytes=path.stat().st_size,
+        file_size_in_bytes=taken.path.stat().st_size,
         sort_order_id=None,
         spec_id=metadata.default_spec_id,
         equality_ids=None,

@@ -47,24 +47,6 @@ def columns_of(committed: Committed, table: pa.Schema | None, kind: str) -> pa.S
     return columns
 
 
-def as_they_are(files: Path | None, *, nanoseconds: bool = True) -> bool:
-    """Whether a table can take an attempt's files as they are: none of their columns is an
-    INT96 timestamp (Spark's legacy encoding, which table readers need not read), nor, unless
-    ``nanoseconds``, a timestamp in nanoseconds (a unit Iceberg's version 2 tables lack)."""
-    if files is None:
-        return True
-    for path in parquet_files(files):
-        parquet = pq.ParquetFile(path)
-        columns = parquet.schema
-        if any(columns.column(i).physical_type == "INT96" for i in range(len(columns))):
-            return False
-        if not nanoseconds and any(
-            pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in parquet.schema_arrow
-        ):
-            return False
-    return True
-
-
 def epoch_rows(committed: Committed, columns: pa.Schema) -> pa.Table:
     """The epoch's rows, read from its files, with their ``epoch`` column (none: an empty
     table of ``columns``)."""

@@ -51,7 +51,12 @@ def polars_rows(root: Path) -> list[Row]:
 
 def duckdb_rows(root: Path) -> list[Row]:
     """DuckDB over the data files of the table's current version (its epoch from their path)."""
-    files = DeltaTable(str(root)).file_uris()
+    return hive_rows(DeltaTable(str(root)).file_uris())
+
+
+def hive_rows(files: list[str]) -> list[Row]:
+    """``(epoch, item, total)`` of a table's data ``files`` read by DuckDB, the epoch from
+    their ``epoch=N`` folders (a file taken as it is has no such column)."""
     con = duckdb.connect()
     found = con.execute(
         "SELECT epoch, item, round(total, 6) FROM read_parquet(?, hive_partitioning = true)",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -26,6 +25,7 @@ from pipelines.stages.pipeline import Pipeline
 from progress.ledger import Ledger
 from tests.fixtures.exports import CATALOG, SALES, TABLE, oracle, pipeline, send, write_input
 from tests.pipelines.run.test_delta_sink import (
+    hive_rows,
     killed_at,
     shrink_refused,
     with_share,
@@ -55,14 +55,9 @@ def scanned(home: Path, snapshot: int | None = None) -> list[Row]:
 def duckdb_rows(home: Path) -> list[Row]:
     """DuckDB over the data files of the table's current snapshot (the epoch from their
     ``epoch=N`` folders: the attempt's files, taken as they are, have no such column)."""
-    files = [t.file.file_path.removeprefix("file://") for t in table(home).scan().plan_files()]
-    con = duckdb.connect()
-    found = con.execute(
-        "SELECT epoch, item, round(total, 6) FROM read_parquet(?, hive_partitioning = true)",
-        [files],
-    ).fetchall()
-    con.close()
-    return sorted((int(e), i, t) for e, i, t in found)
+    return hive_rows(
+        [t.file.file_path.removeprefix("file://") for t in table(home).scan().plan_files()]
+    )
 
 
 def published(home: Path) -> list[tuple[str, str]]:
