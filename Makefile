@@ -14,6 +14,7 @@ help: ## List the targets
 # The venv's packages are installed by uv (the same versions pip resolves, in about half the
 # time of a fresh install); pip installs them where uv cannot run.
 $(BIN)/python:
+	.ci/system-packages venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet 'uv>=0.9,<1' || true
 
