@@ -1,11 +1,12 @@
 """epochgate under Apache Airflow 3 (the ``airflow`` extra): ``EpochReadySensor`` waits until an
 epoch of a stage is ready or final, ``RunEpochOperator`` runs an epoch's stages and emits asset
-events for the final ones (``epoch_asset``), ``EpochReadyTrigger`` and ``EpochFinalTrigger`` wait
-in the triggerer, and ``EpochgateHook`` reads the ``epochgate`` connection."""
+events for the final ones (``epoch_asset``), ``final_epochs`` is an asset watched in the
+triggerer (``EpochFinalTrigger``), ``EpochReadyTrigger`` waits there for a deferred sensor, and
+``EpochgateHook`` reads the ``epochgate`` connection."""
 
 from __future__ import annotations
 
-from pipelines.airflow.assets import epoch_asset
+from pipelines.airflow.assets import epoch_asset, final_epochs
 from pipelines.airflow.hooks import EpochgateHook
 from pipelines.airflow.operators import RunEpochOperator
 from pipelines.airflow.sensors import EpochReadySensor
@@ -18,4 +19,5 @@ __all__ = [
     "EpochgateHook",
     "RunEpochOperator",
     "epoch_asset",
+    "final_epochs",
 ]

@@ -1,7 +1,9 @@
 """A child process that runs DAGs with ``dag.test()`` against the Airflow home its environment
 names (``AIRFLOW_HOME``, a migrated SQLite database): one run per line of JSON on stdin,
 ``{"file": DAG_FILE, "dag": DAG_ID, "conf": {...}}``, each answered on stdout with a line
-``RESULT {"state": ..., "tasks": {task_id: state}}`` after the run's own log lines.
+``RESULT {"state": ..., "tasks": {task_id: state}}`` after the run's own log lines. The line
+``{"providers": true}`` is answered with what Airflow's providers manager found of epochgate:
+``RESULT {"provider": ..., "hook": ..., "triggers": [MODULE, ...]}``.
 
     python -m tests.airflow.driver
 
@@ -31,11 +33,30 @@ def run(file: str, dag_id: str, conf: dict[str, Any]) -> dict[str, Any]:
     return {"state": str(dag_run.state), "tasks": tasks, "run_id": dag_run.run_id}
 
 
+def providers() -> dict[str, Any]:
+    """epochgate as Airflow's providers manager finds it (from the package's entry point)."""
+    from airflow.providers_manager import ProvidersManager
+
+    manager = ProvidersManager()
+    found = manager.providers.get("epochgate")
+    hook = manager.hooks.get("epochgate")
+    return {
+        "provider": None if found is None else found.data["package-name"],
+        "hook": None if hook is None else hook.hook_class_name,
+        "triggers": sorted(
+            t.trigger_class_name for t in manager.trigger if t.package_name == "epochgate"
+        ),
+    }
+
+
 def main() -> None:
     for line in sys.stdin:
         if not line.strip():
             continue
         asked = json.loads(line)
+        if asked.get("providers"):
+            print(RESULT + json.dumps(providers()), flush=True)
+            continue
         answer = run(asked["file"], asked["dag"], asked.get("conf", {}))
         print(RESULT + json.dumps(answer), flush=True)
 

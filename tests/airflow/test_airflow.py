@@ -13,11 +13,18 @@ JSON), while ``$EPOCHGATE_HOME`` names an empty place.
    files) and emits the asset event with partition key 0;
 2. epoch 1, held by worker 1, run without a sensor: the task fails naming the holder, and no
    asset event is emitted;
-3. a sensor in poke mode that times out names what holds the epoch;
+3. a sensor in poke mode that times out names what holds the epoch; Airflow's providers manager
+   finds the provider, its connection type and its triggers;
 4. a stage that fails fails the task with the stage, epoch and cause, and nothing of it is
    committed;
-5. epoch 1 released and run: the scheduler starts ``shop_report`` once per final epoch (0 and
-   1, each with its partition key), never for epoch 2, which worker 1 still holds.
+5. epoch 1 released: a deferred sensor waiting for it to be final times out in the triggerer
+   naming what it waits for; once it is run, the scheduler starts ``shop_report`` once per
+   final epoch (0 and 1, each with its partition key), never for epoch 2, which worker 1 still
+   holds; the triggerer, watching ``final_epochs``, sends an event for epochs 0 and 1 and none
+   for 2, and the scheduler starts ``shop_final`` for them;
+6. epoch 2 released and run outside Airflow: the triggerer, started again, goes on after the
+   last epoch it sent (kept in the asset's state store) and sends epoch 2 only, which queues a
+   run of ``shop_final``.
 """
 
 from __future__ import annotations
@@ -116,10 +123,13 @@ class Rig:
 
     def ask(self, file: Path, dag: str, epoch: int) -> None:
         """Start a run of ``dag`` in ``file`` for ``epoch``."""
+        self.tell({"file": str(self.dags / file.name), "dag": dag, "conf": {"epoch": epoch}})
+
+    def tell(self, command: dict[str, Any]) -> None:
+        """Give the driver ``command`` (``tests.airflow.driver``)."""
         assert self.driver is not None
         assert self.driver.stdin is not None
         self.seen.clear()
-        command = {"file": str(self.dags / file.name), "dag": dag, "conf": {"epoch": epoch}}
         self.driver.stdin.write(json.dumps(command) + "\n")
         self.driver.stdin.flush()
 
@@ -205,6 +215,9 @@ def rig(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession) -> Iterat
     finally:
         made.stop_driver()
         sys.path.remove(str(root / "dags"))
+        for name, module in list(sys.modules.items()):  # ``shop``, ``broken``: the next test
+            if str(getattr(module, "__file__", "")).startswith(str(root)):  # file's names
+                del sys.modules[name]
 
 
 def orders(rig: Rig, worker: int, epoch: int, rows: list[tuple[int, str, float]]) -> Path:
@@ -296,6 +309,15 @@ def test_a_sensor_that_times_out_names_what_holds_the_epoch(rig: Rig) -> None:
     assert "epoch 1 is not ready: " + HOLDER.format(e=1) in timed_out + rig.said()
 
 
+def test_airflow_finds_the_provider_its_connection_type_and_triggers(rig: Rig) -> None:
+    rig.tell({"providers": True})
+    assert rig.result() == {
+        "provider": "epochgate",
+        "hook": "pipelines.airflow.hooks.EpochgateHook",
+        "triggers": ["pipelines.airflow.triggers"],
+    }
+
+
 def test_a_failing_stage_fails_the_task_with_its_cause_and_commits_nothing(rig: Rig) -> None:
     broken = rig.runtime("broken:pipeline")
     path = rig.root / "raw" / "broken-e0.parquet"
@@ -314,11 +336,21 @@ def test_a_failing_stage_fails_the_task_with_its_cause_and_commits_nothing(rig: 
 def test_the_report_runs_once_per_final_epoch_and_never_for_an_unfinished_one(rig: Rig) -> None:
     send(rig, 1, 1, [(31, "east", 2.0)])
     send(rig, 0, 2, [(41, "north", 9.0)])  # epoch 2: worker 1 still holds it
+    rig.ask(EDGES, "final_wait", 1)  # ready, not run: not final
+    done = rig.result()
+    assert (done["state"], done["tasks"]) == ("failed", {"wait": "failed"})
+    said = rig.said()
+    assert "Pausing task as DEFERRED" in said
+    assert "timed out: pipeline shop, stage by_region, epoch 1 is not final: " in said, said[-3000:]
     rig.ask(HOW_TO, "shop_epochs", 1)
     assert rig.result()["state"] == "success"
     rig.ask(EDGES, "run_only", 2)
     assert rig.result()["state"] == "failed"
     assert events(rig) == [("0", "0"), ("1", "1")]
+    with triggerer(rig) as process:
+        wait_watched(rig, process, [0, 1])
+    assert watched(rig) == [0, 1]  # none for epoch 2, which worker 1 held all along
+    assert sent(rig) == {"epochgate.sent": 1}
     scheduled = run_in_group(
         [str(AIRFLOW), "scheduler", "--num-runs", "4", "--skip-serve-logs"],
         cwd=rig.root,
@@ -330,3 +362,86 @@ def test_the_report_runs_once_per_final_epoch_and_never_for_an_unfinished_one(ri
         "SELECT partition_key, state FROM dag_run WHERE dag_id = 'shop_report' ORDER BY 1"
     )
     assert runs == [("0", "success"), ("1", "success")]
+    consumed = final_runs(rig)  # an event that came while its run was made waits for the next
+    assert consumed in ([0], [0, 1]), consumed
+
+
+FINAL_URI = "epochgate://shop/by_region/final"
+
+
+@contextlib.contextmanager
+def triggerer(rig: Rig) -> Iterator[subprocess.Popen[str]]:
+    """``airflow triggerer`` on the rig's home, in a process group stopped (and then killed) when
+    the block ends; its output goes to a log file beside the home."""
+    log = (rig.root / f"triggerer-{time.monotonic_ns()}.log").open("w")
+    process = subprocess.Popen(
+        [str(AIRFLOW), "triggerer", "--skip-serve-logs"],
+        cwd=rig.root,
+        env=rig.env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            log.close()
+
+
+def watched(rig: Rig) -> list[int]:
+    """The epochs of the events the watcher of ``shop.by_region.final`` sent, in order."""
+    found = rig.query(
+        "SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id "
+        f"WHERE a.uri = '{FINAL_URI}' ORDER BY e.id"
+    )
+    return [int(json.loads(extra)["payload"]["epoch"]) for (extra,) in found]
+
+
+def wait_watched(rig: Rig, process: subprocess.Popen[str], epochs: list[int]) -> None:
+    deadline = time.monotonic() + 120
+    while watched(rig) != epochs:
+        assert process.poll() is None, f"the triggerer ended ({process.returncode})"
+        assert len(watched(rig)) <= len(epochs), watched(rig)
+        assert time.monotonic() < deadline, f"events {watched(rig)}, not {epochs}"
+        time.sleep(0.5)
+
+
+def sent(rig: Rig) -> dict[str, Any]:
+    """What the watched asset's state store holds: the watcher's cursor."""
+    found = rig.query(
+        "SELECT s.key, s.value FROM asset_state_store s JOIN asset a ON a.id = s.asset_id "
+        f"WHERE a.uri = '{FINAL_URI}'"
+    )
+    return {key: json.loads(value) for key, value in found}
+
+
+def final_runs(rig: Rig) -> list[int]:
+    """The epochs of the watcher's events that runs of ``shop_final`` were started for, each
+    run successful."""
+    states = rig.query("SELECT state FROM dag_run WHERE dag_id = 'shop_final'")
+    assert {state for (state,) in states} == {"success"}, states
+    found = rig.query(
+        "SELECT e.extra FROM dagrun_asset_event x JOIN dag_run r ON r.id = x.dag_run_id "
+        "JOIN asset_event e ON e.id = x.event_id WHERE r.dag_id = 'shop_final'"
+    )
+    return sorted(int(json.loads(extra)["payload"]["epoch"]) for (extra,) in found)
+
+
+def test_a_restarted_triggerer_sends_only_the_epochs_after_the_last_it_sent(rig: Rig) -> None:
+    send(rig, 1, 2, [(42, "south", 1.5)])
+    rig.runtime("shop:pipeline").run()  # epoch 2 final, run outside Airflow
+    with triggerer(rig) as process:
+        wait_watched(rig, process, [0, 1, 2])  # epochs 0 and 1 are not sent again
+    assert sent(rig) == {"epochgate.sent": 2}
+    queued = rig.query("SELECT target_dag_id FROM asset_dag_run_queue")
+    assert queued == [("shop_final",)]  # the scheduler's next loop starts its run
