@@ -98,8 +98,9 @@ def _normal(rows: Iterable[Row]) -> list[Row]:
 
 
 class OnceOracle(Oracle):
-    """The oracle of one look at the outputs: each stage at each epoch computed once (a twin is
-    checked against its stage's, and ``rebank`` against ``bank``'s ``category_totals``)."""
+    """The oracle of the inputs as they are: each stage at each epoch computed once (a twin is
+    checked against its stage's, and ``rebank`` against ``bank``'s ``category_totals``), and
+    again only once the inputs have changed (``oracle_of``)."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
@@ -112,6 +113,21 @@ class OnceOracle(Oracle):
             found = super().expected(stage, epoch, quarantine=quarantine)
             self._found[stage, epoch, quarantine] = found
         return self._found[stage, epoch, quarantine]
+
+
+_ORACLES: dict[Path, tuple[frozenset[tuple[str, int, int]], OnceOracle]] = {}
+
+
+def oracle_of(root: Path) -> OnceOracle:
+    """The oracle of the inputs under ``root``: the same one while no input file was added,
+    removed or changed (a correction writes one), so a campaign computes each answer once."""
+    files = frozenset(
+        (str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in root.rglob("*") if f.is_file()
+    )
+    cached = _ORACLES.get(root)
+    if cached is None or cached[0] != files:
+        _ORACLES[root] = (files, OnceOracle(root))
+    return _ORACLES[root][1]
 
 
 # -- frontiers -----------------------------------------------------------------------------------
@@ -445,7 +461,7 @@ def check_all(
 ) -> Tally:
     """Every check of a finished campaign step (see the module docs)."""
     tally = Tally()
-    oracle = OnceOracle(home.inputs)
+    oracle = oracle_of(home.inputs)
     check_moves(tally, before, rt, rebank)
     check_visible(tally, rt)
     check_outputs(tally, rt, oracle, epochs)
