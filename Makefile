@@ -38,8 +38,11 @@ TEST_WORKERS ?= 2
 
 # The suite starts hundreds of Python processes: they keep the project's compiled modules
 # (PYTHONDONTWRITEBYTECODE empty) rather than compile them again, each.
+# The suite sees no make variables: a `make` a test runs (`make ui`) is not a child of this one
+# (under `make check` it would find this make's job server and warn that it cannot use it).
 test: $(STAMP) system ## Run the whole test suite (installs what it needs first; TEST_WORKERS=2)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL PYTHONDONTWRITEBYTECODE= \
+		$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The demo's Dagster instance (DAGSTER_HOME) and its ledger and data, under the state directory.
 EPOCHGATE_HOME ?= .epochgate
