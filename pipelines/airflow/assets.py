@@ -43,10 +43,11 @@ def final_epochs(
         after=after,
         poll=poll,
     )
+    name = f"{pipeline}.{stage}.{FINAL}"
     return Asset(
-        name=f"{pipeline}.{stage}.{FINAL}",
+        name=name,
         uri=f"{SCHEME}://{pipeline}/{stage}/{FINAL}",
-        watchers=[AssetWatcher(name=f"{pipeline}.{stage}.{FINAL}", trigger=trigger)],
+        watchers=[AssetWatcher(name=name, trigger=trigger)],
     )
 
 
@@ -54,6 +55,5 @@ def stage_of(asset: Asset, pipeline: str) -> str | None:
     """The stage ``asset`` is the output of in ``pipeline`` (an ``epoch_asset``), or None for
     another asset."""
     prefix = f"{SCHEME}://{pipeline}/"
-    if not asset.uri.startswith(prefix) or "/" in asset.uri.removeprefix(prefix):
-        return None
-    return asset.uri.removeprefix(prefix)
+    rest = asset.uri.removeprefix(prefix)
+    return rest if asset.uri.startswith(prefix) and "/" not in rest else None

@@ -56,6 +56,7 @@ from progress.ledger import Ledger
 from tests.airflow.driver import RESULT
 from tests.children import run_in_group
 from tests.environment import without_settings
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow(90)]
 
@@ -408,12 +409,21 @@ def watched(rig: Rig) -> list[int]:
 
 
 def wait_watched(rig: Rig, process: subprocess.Popen[str], epochs: list[int]) -> None:
-    deadline = time.monotonic() + 120
-    while watched(rig) != epochs:
+    """Wait until the watcher has sent the events of ``epochs``, failing at once when the
+    triggerer ends or an event beyond them comes."""
+
+    def check() -> None:
         assert process.poll() is None, f"the triggerer ended ({process.returncode})"
         assert len(watched(rig)) <= len(epochs), watched(rig)
-        assert time.monotonic() < deadline, f"events {watched(rig)}, not {epochs}"
-        time.sleep(0.5)
+
+    wait_until(
+        lambda: watched(rig) == epochs,
+        120,
+        f"events of epochs {epochs}",
+        every=0.5,
+        check=check,
+        detail=lambda: f"events of epochs {watched(rig)}",
+    )
 
 
 def sent(rig: Rig) -> dict[str, Any]:

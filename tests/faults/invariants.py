@@ -121,9 +121,8 @@ _ORACLES: dict[Path, tuple[frozenset[tuple[str, int, int]], OnceOracle]] = {}
 def oracle_of(root: Path) -> OnceOracle:
     """The oracle of the inputs under ``root``: the same one while no input file was added,
     removed or changed (a correction writes one), so a campaign computes each answer once."""
-    files = frozenset(
-        (str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in root.rglob("*") if f.is_file()
-    )
+    stats = ((f, f.stat()) for f in root.rglob("*") if f.is_file())
+    files = frozenset((str(f), stat.st_size, stat.st_mtime_ns) for f, stat in stats)
     cached = _ORACLES.get(root)
     if cached is None or cached[0] != files:
         _ORACLES[root] = (files, OnceOracle(root))
