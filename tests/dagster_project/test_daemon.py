@@ -291,9 +291,13 @@ def tick_list(dev: DagsterDev, executable: str) -> list[str]:
                 if shown(page, HOLDER, timeout=10):
                     seen.append(HOLDER)
                 page.mouse.move(0, 0)
-                page.get_by_text(SKIPPED, exact=True).last.click()
-                if shown(page, "Skip reason:", timeout=10) and shown(page, HOLDER, timeout=5):
-                    seen.append("Skip reason:")
+                # The list gains a tick every 2 s: a click can land on a row that has just been
+                # redrawn, so the dialog is asked for again (three clicks at most).
+                for _ in range(3):
+                    page.get_by_text(SKIPPED, exact=True).last.click()
+                    if shown(page, "Skip reason:", timeout=10) and shown(page, HOLDER, timeout=5):
+                        seen.append("Skip reason:")
+                        break
         finally:
             page.screenshot(path=TICKS_SCREENSHOT, full_page=True)
     return seen
