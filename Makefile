@@ -116,7 +116,8 @@ bench: $(STAMP) ## Run every bench script, writing bench/RESULTS.md and bench/pl
 
 .PHONY: faults
 faults: $(STAMP) system ## Kill bank at every fault point and at random (FAULTS=full), check, write bench/RESULTS.md
-	FAULTS=full FAULTS_RESULTS=bench/RESULTS.md $(BIN)/pytest -q -m faults tests/faults tests/progress/test_faults.py
+	FAULTS=full FAULTS_RESULTS=bench/RESULTS.md $(BIN)/pytest -q -m faults tests/faults tests/progress/test_faults.py \
+		tests/progress/ledger/test_ledger_processes.py
 
 .PHONY: clean
 clean: ## Remove the virtualenv and caches

@@ -15,10 +15,11 @@ import pytest
 
 from progress import Target
 from progress.ledger import Ledger
+from tests.faults.recorder import full
 from tests.progress.ledger.scenario import bank_graph
 from tests.progress.ledger.worker import batch
 
-pytestmark = [pytest.mark.ledger, pytest.mark.slow(90)]
+pytestmark = [pytest.mark.ledger, pytest.mark.faults, pytest.mark.slow(60)]
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -68,8 +69,9 @@ def stored(path: Path) -> tuple[set[str], Counter[int], int]:
     return keys, counts, messages
 
 
-COMMITS = 150
-"""Per writer: without the lock, 8 writers lost several commits in every run of a few hundred."""
+COMMITS = 150 if full() else 60
+"""Per writer (``FAULTS=full``: 150, the suite's short form: 60). Without the lock, 8 writers
+lost several commits in every run of a few hundred."""
 
 
 def test_eight_processes_lose_nothing(tmp_path: Path) -> None:
