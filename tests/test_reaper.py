@@ -69,6 +69,25 @@ class Session:
         pids: dict[str, int] = found["pids"]
         return pids
 
+    def running(self, pids: dict[str, int]) -> list[int]:
+        """What carries the session's id, once each of ``pids`` does (the test reports them
+        right after starting them: give each a moment to show in ``/proc``)."""
+        assert self.id is not None
+        session = self.id
+
+        def found() -> list[int] | None:
+            running = reaper.marked(session)
+            return running if set(pids.values()) <= set(running) else None
+
+        listed = wait_until(
+            found,
+            ENDED,
+            "every process the test left, carrying the session's id",
+            detail=lambda: "\n".join(f"{n}: {p} {state(p)} {command(p)}" for n, p in pids.items()),
+        )
+        assert listed is not None
+        return listed
+
     def left(self) -> list[str]:
         """What is still alive of the session: what carries its id, and its watchdog (named
         with the id); each pid with its command line."""
@@ -108,6 +127,22 @@ def command(pid: int) -> str:
     return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
 
 
+def state(pid: int) -> str:
+    """The state ``/proc`` gives process ``pid`` (``S (sleeping)``, ``Z (zombie)``, ...)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "(gone)"
+    return next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in status.splitlines()
+            if line.startswith("State:")
+        ),
+        "(unknown)",
+    )
+
+
 def watchdogs(session_id: str) -> list[int]:
     """The live watchdogs of session ``session_id`` (its id is on their command line)."""
     pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())
@@ -135,9 +170,7 @@ def test_a_session_killed_outright_has_its_processes_killed_by_its_watchdog(
     tmp_path: Path,
 ) -> None:
     with session(tmp_path, "test_leaves_processes_behind", wait=True) as ran:
-        pids = ran.started()
-        assert ran.id is not None
-        assert set(pids.values()) <= set(reaper.marked(ran.id))
+        ran.running(ran.started())
         os.kill(ran.process.pid, signal.SIGKILL)  # no clean-up of its own runs
         ran.process.wait()
         wait_until(
@@ -169,10 +202,7 @@ def test_an_interrupted_session_leaves_no_process_behind_and_touches_no_other_se
             *("-n", "2", "--dist", "loadfile"),
             wait=True,
         ) as ran:
-            pids = ran.started()
-            assert ran.id is not None
-            running = reaper.marked(ran.id)
-            assert set(pids.values()) <= set(running)
+            running = ran.running(ran.started())
             jvms = [p for p in running if command(p).split(" ", 1)[0].endswith("/java")]
             assert jvms, [command(p) for p in running]
             assert bystander.pid not in running
