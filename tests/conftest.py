@@ -26,12 +26,14 @@ tenth less CPU on them than the default one."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In the controller (not in an xdist worker, which inherits its mark and environment),
-    before any worker or test starts a process: mark the session's processes and start their
-    watchdog; start making the JVMs' class-data archive when the machine has none (every JVM
-    the suite starts once it is there maps it), and give those JVMs (its maker's first) the
-    suite's options."""
-    if not hasattr(config, "workerinput"):
+    """In an xdist worker (which inherits the controller's mark and environment): map the mark for
+    what the worker forks. In the controller, before any worker or test starts a process: mark the
+    session's processes and start their watchdog; start making the JVMs' class-data archive when the
+    machine has none (every JVM the suite starts once it is there maps it), and give those JVMs (its
+    maker's first) the suite's options."""
+    if hasattr(config, "workerinput"):
+        reaper.adopt()  # its forks are the session's even under the worker's process titles
+    else:
         reaper.start()
         from pipelines.spark import jvm
 

@@ -1,17 +1,18 @@
 """Every process a test session starts dies with the session, interrupted or not.
 
 A process that leaves its parent's process group or outlives its parent escapes the usual
-clean-ups: a Spark JVM ignores SIGINT (PySpark starts it so) and exits only when its stdin
-closes, which a forked child may keep open; a daemon made with ``setsid`` gets no Ctrl-C at
-all. So the session marks its processes instead: before any test (or xdist worker) starts, the
-controller adds an id of its own to ``$TEST_SESSION_IDS``, which every process started since
-inherits (workers, JVMs, Dagster daemons and code servers, what they fork). A copy of the
-controller made by ``fork`` shows in ``/proc`` the environment the controller was started with,
-without the id, so the controller also maps a small memory file named with the id, which a
-fork inherits (and an ``exec`` drops). At the end of the session the controller kills whatever
-is marked (SIGTERM, then SIGKILL after ``GRACE`` seconds), and so does a watchdog, a small
-process started at the beginning without the mark, once the controller is gone however it
-ended (Ctrl-C, SIGKILL, a crash).
+clean-ups: a Spark JVM ignores SIGINT (PySpark starts it so) and exits only when its stdin closes,
+which a forked child may keep open; a daemon made with ``setsid`` gets no Ctrl-C at all. So the
+session marks its processes instead: before any test (or xdist worker) starts, the controller
+adds an id of its own to ``$TEST_SESSION_IDS``, which every process started since inherits
+(workers, JVMs, Dagster daemons and code servers, what they fork). A copy of the controller made
+by ``fork`` shows in ``/proc`` the environment the controller was started with, without the id,
+so the controller also maps a small memory file named with the id, which a fork inherits (and an
+``exec`` drops); so does each xdist worker (``adopt``), whose process titles write over what
+``/proc`` shows of its environment, and so of its forks'. At the end of the session the
+controller kills whatever is marked (SIGTERM, then SIGKILL after ``GRACE`` seconds), and so does
+a watchdog, a small process started at the beginning without the mark, once the controller is
+gone however it ended (Ctrl-C, SIGKILL, a crash).
 
 Only what carries the id is touched: another session's processes (other ids, or none), the
 controller and its ancestors, and processes of other users are never signalled. A session
@@ -63,6 +64,8 @@ class _Controller:
 
 _controller: list[_Controller] = []
 """This process's, when it is a session's controller."""
+_adopted: list[mmap.mmap] = []
+"""The mappings ``adopt`` made in this process (kept: a fork inherits them)."""
 
 
 def ids_in(environ: bytes) -> list[str]:
@@ -157,12 +160,7 @@ def start() -> str:
     the id."""
     outer = os.environ.get(ENV, "")
     session = uuid.uuid4().hex
-    fd = os.memfd_create(MAPPED + session)
-    try:
-        os.ftruncate(fd, mmap.PAGESIZE)
-        mapping = mmap.mmap(fd, mmap.PAGESIZE)
-    finally:
-        os.close(fd)  # the mapping stays
+    mapping = _mapped(session)
     watchdog_env = {k: v for k, v in os.environ.items() if k != ENV}
     if outer:
         watchdog_env[ENV] = outer  # it belongs to an outer session, not to this one
@@ -178,6 +176,25 @@ def start() -> str:
     os.environ[ENV] = f"{outer} {session}".strip()
     _controller.append(_Controller(session, mapping, watchdog))
     return session
+
+
+def adopt() -> None:
+    """In a process of the session started by ``exec`` (an xdist worker): map a memory file
+    named with each of its session ids, as the controller does, so that a fork of this process
+    carries them even where its environment in ``/proc`` does not (xdist writes each test's
+    name as the worker's process title, over the memory its environment is read from)."""
+    _adopted.extend(_mapped(session) for session in os.environ.get(ENV, "").split())
+
+
+def _mapped(session: str) -> mmap.mmap:
+    """A page of a memory file named with ``session``, mapped in this process (and so in
+    every fork of it)."""
+    fd = os.memfd_create(MAPPED + session)
+    try:
+        os.ftruncate(fd, mmap.PAGESIZE)
+        return mmap.mmap(fd, mmap.PAGESIZE)
+    finally:
+        os.close(fd)  # the mapping stays
 
 
 def finish(*, spare: Iterable[int] = ()) -> list[int]:

@@ -75,18 +75,16 @@ class Session:
         assert self.id is not None
         session = self.id
 
-        def found() -> list[int] | None:
+        def found() -> list[int]:
             running = reaper.marked(session)
-            return running if set(pids.values()) <= set(running) else None
+            return running if set(pids.values()) <= set(running) else []
 
-        listed = wait_until(
+        return wait_until(
             found,
             ENDED,
             "every process the test left, carrying the session's id",
             detail=lambda: "\n".join(f"{n}: {p} {state(p)} {command(p)}" for n, p in pids.items()),
         )
-        assert listed is not None
-        return listed
 
     def left(self) -> list[str]:
         """What is still alive of the session: what carries its id, and its watchdog (named
@@ -128,19 +126,13 @@ def command(pid: int) -> str:
 
 
 def state(pid: int) -> str:
-    """The state ``/proc`` gives process ``pid`` (``S (sleeping)``, ``Z (zombie)``, ...)."""
+    """The state letter ``/proc`` gives process ``pid`` (``S``, ``R``, ``Z`` for a zombie...),
+    read as ``reaper.parent`` reads its parent: the field after the command's name."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return "(gone)"
-    return next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in status.splitlines()
-            if line.startswith("State:")
-        ),
-        "(unknown)",
-    )
+    return stat.rsplit(")", 1)[1].split()[0]
 
 
 def watchdogs(session_id: str) -> list[int]:

@@ -7,7 +7,7 @@ time a local session needs to start and run its first jobs (about 14 s to 9 s on
 ``EPOCHGATE_SPARK_JAVA_OPTIONS`` adds options of the user's (for small epochs on a small
 machine, ``-XX:TieredStopAtLevel=1`` takes off about 3 s more: no optimizing compiler; with
 ``-XX:ReservedCodeCacheSize=240m``, or a long-lived JVM fills the smaller code cache that option
-gives it and spends an eighth of its CPU sweeping it).
+gives it and spends an eighth of its CPU sweeping it and compiling again).
 
 ``EPOCHGATE_SPARK_ARCHIVE`` names the directory the archive lives in (default
 ``$XDG_CACHE_HOME/epochgate/jvm``, else ``~/.cache/epochgate/jvm``), or ``off`` for none. When
