@@ -63,8 +63,9 @@ mutation Reexecute($params: ReexecutionParams!) {
 
 
 def wait_for(dev: DagsterDev, what: str, done: Callable[[], bool], timeout: float = 600) -> None:
-    """Wait until ``done`` holds, failing at once when ``dev`` exits."""
-    wait_until(done, timeout, what, check=dev.check_alive, detail=dev.log_tail)
+    """Wait until ``done`` holds, failing at once when ``dev`` exits. Looked at twice a second:
+    each look is a GraphQL query or a ledger session, which the runs are waiting on too."""
+    wait_until(done, timeout, what, check=dev.check_alive, detail=dev.log_tail, every=0.5)
 
 
 def send_epoch(rt: Runtime, data: DemoData, epoch: int) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -20,6 +18,7 @@ from progress.capture import Messages
 from progress.ledger import Ledger
 from tests.fixtures.handmade_captures import Capture, advance, done, epochs, stream_rows
 from tests.fixtures.replayed import CAPTURES_ENV, PLANTED_ENV, REF
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -112,7 +111,12 @@ def test_follow_tails_a_capture_until_every_stream_is_done(
     ledger = Ledger(home / "ledger.duckdb")
     rows = stream_rows(1)
     b.add(b.messages(1, rows[1]), advance(1, 2))
-    wait_for(lambda: ledger.done_epochs("replayed", "totals") == [0, 1])
+    wait_until(
+        lambda: ledger.done_epochs("replayed", "totals") == [0, 1],
+        120,
+        "the follower's run of epoch 1",
+        every=0.2,  # the follower's own poll: each look takes the ledger's lock from it
+    )
     assert follow.is_alive()
     b.add(b.messages(2, rows[2]), advance(2, 3), done(3))
     follow.join(timeout=120)
@@ -121,10 +125,3 @@ def test_follow_tails_a_capture_until_every_stream_is_done(
     out = capsys.readouterr().out
     assert "fed 2 event(s); 1 stage run(s)" in out
     assert "fed 3 event(s); 1 stage run(s)" in out
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
