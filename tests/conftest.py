@@ -53,8 +53,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The controller's last act (its workers are gone by then): kill what its tests left."""
-    reaper.finish()
+    """The controller's last act (its workers are gone by then): kill what its tests left, but
+    its own Spark JVM (a run without workers), which ends with it once Python has let go of its
+    Java objects: killed before, each of those objects' finalizers logs a traceback at exit."""
+    from pipelines.spark._internals import gateway_pid
+
+    own = gateway_pid()
+    reaper.finish(spare=() if own is None else (own,))
 
 
 @pytest.fixture(scope="session")

@@ -46,6 +46,15 @@ def loaded_struct_type() -> type[StructType] | None:
     return found
 
 
+def gateway_pid() -> int | None:
+    """The pid of this process's Spark gateway JVM (the driver of its classic sessions), None
+    when it has started none. It ends by itself once this process has exited (its stdin closes)."""
+    context = sys.modules.get("pyspark.core.context")
+    gateway = None if context is None else context.SparkContext._gateway
+    process = getattr(gateway, "proc", None)
+    return None if process is None else int(process.pid)
+
+
 def pyspark_home() -> Path:
     """The installed pyspark package, which carries Spark's jars and ``sbin`` scripts."""
     import pyspark
