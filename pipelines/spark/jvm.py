@@ -16,6 +16,11 @@ no archive exists, the first session starts without one and starts its making in
 as it exits, about 20 s of one core, under a lock so one maker runs at a time); it is moved into
 place only once whole, so a JVM never maps half of one. ``ensure`` makes it and waits.
 
+The directory keeps the ``KEEP`` archives used last (each session that maps one marks it used:
+the time of its lock file), so installs that come and go (a new environment, an upgrade) do not
+fill the disk at about 180 MB each: once a maker has made a new archive, the others beyond that
+number go, with their lock and log files, and so does every partial archive whose maker is gone.
+
 The archive is named by what it was made with: the Java install, and the PySpark version,
 home and jars (each jar's size and time, which the JVM checks before it maps an archive, so a
 reinstalled PySpark at the same path gets an archive of its own). A JVM given an archive that
@@ -32,10 +37,12 @@ import shutil
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from importlib.metadata import version
 from pathlib import Path
 
 from pipelines.spark._internals import pyspark_home
+from pipelines.spark.servers import ended
 
 ARCHIVE_ENV = "EPOCHGATE_SPARK_ARCHIVE"
 OPTIONS_ENV = "EPOCHGATE_SPARK_JAVA_OPTIONS"
@@ -46,6 +53,8 @@ OPTIONS_KEY = "spark.driver.defaultJavaOptions"
 """Spark's setting for the driver's JVM options that an administrator gives (the user's
 ``spark.driver.extraJavaOptions`` come after them, and win)."""
 MAKER_TIMEOUT = 300.0
+KEEP = 4
+"""Archives kept in the directory (see the module docs): the one made last and those used last."""
 
 
 def archive_dir() -> Path | None:
@@ -72,6 +81,7 @@ def java_options(*, make: bool = True) -> str:
         return ""
     path = archive_path(directory)
     if path.is_file():
+        _used(path)
         return f"{WARNINGS_TO_STDERR} -XX:SharedArchiveFile={path}"
     if make:
         _start_maker(path)
@@ -163,7 +173,35 @@ def _make(path: Path, *, wait: float | None) -> None:
             _dump(partial)
             if partial.is_file() and partial.stat().st_size > 0:
                 partial.rename(path)
+                _prune(path)
         finally:
+            partial.unlink(missing_ok=True)
+
+
+def _used(path: Path) -> None:
+    """Mark the archive ``path`` used now: the time of its lock file (what ``_prune`` keeps by)."""
+    with suppress(OSError):
+        os.utime(path.with_suffix(".lock"))
+
+
+def _last_used(path: Path) -> float:
+    for marker in (path.with_suffix(".lock"), path):
+        with suppress(OSError):
+            return marker.stat().st_mtime
+    return 0.0
+
+
+def _prune(made: Path) -> None:
+    """After ``made`` was made: remove the archives of its directory beyond the ``KEEP`` used
+    last (``made`` among those kept), each with its lock and log, and the partial archives whose
+    maker is gone (``spark-FINGERPRINT.PID.partial``)."""
+    others = [a for a in made.parent.glob("spark-*.jsa") if a != made]
+    for old in sorted(others, key=_last_used, reverse=True)[KEEP - 1 :]:
+        for name in (old, old.with_suffix(".lock"), old.with_suffix(".log")):
+            name.unlink(missing_ok=True)
+    for partial in made.parent.glob("spark-*.*.partial"):
+        pid = partial.suffixes[-2][1:]
+        if not pid.isdigit() or ended(int(pid)):
             partial.unlink(missing_ok=True)
 
 

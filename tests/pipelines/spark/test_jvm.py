@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,65 @@ def test_a_makers_leftover_is_removed_by_the_next_maker(
     jvm._make(path, wait=None)
     assert not left.exists()
     assert made == [path.with_suffix(f".{os.getpid()}.partial")]
+
+
+def _archive(directory: Path, name: str, used_days_ago: float) -> Path:
+    """A made archive (with its lock and log), last used ``used_days_ago`` days ago."""
+    path = directory / f"spark-{name}.jsa"
+    path.write_bytes(b"an archive")
+    for made in (path.with_suffix(".lock"), path.with_suffix(".log")):
+        made.write_text("")
+    then = time.time() - used_days_ago * 86_400
+    os.utime(path.with_suffix(".lock"), (then, then))
+    return path
+
+
+@pytest.mark.unit
+def test_a_new_archive_keeps_those_used_last_and_removes_the_rest_and_dead_makers_leftovers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    old = [_archive(tmp_path, f"old{days}", days) for days in (1, 5, 2, 9, 30)]
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    leftover = tmp_path / f"spark-gone.{dead}.partial"  # its maker was killed
+    making = tmp_path / f"spark-busy.{os.getpid()}.partial"  # a maker at work
+    for partial in (leftover, making):
+        partial.write_bytes(b"half an archive")
+    path = jvm.archive_path(tmp_path)
+
+    def dump(partial: Path) -> None:
+        partial.write_bytes(b"a new archive")
+
+    monkeypatch.setattr(jvm, "_dump", dump)
+    jvm._make(path, wait=None)
+    assert path.read_bytes() == b"a new archive"
+    kept = {p.name for p in tmp_path.iterdir()}
+    assert sorted(n for n in kept if n.endswith(".jsa")) == sorted(
+        [path.name, "spark-old1.jsa", "spark-old2.jsa", "spark-old5.jsa"]
+    )  # the new one and the KEEP - 1 used last
+    for gone in old[3:]:
+        assert not {gone.name, f"{gone.stem}.lock", f"{gone.stem}.log"} & kept
+    assert {"spark-old1.lock", "spark-old1.log"} <= kept
+    assert making.name in kept
+    assert leftover.name not in kept
+
+
+@pytest.mark.unit
+def test_a_session_that_maps_an_archive_marks_it_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
+    path = jvm.archive_path(tmp_path)
+    path.write_bytes(b"an archive")
+    lock = path.with_suffix(".lock")
+    lock.write_text("")
+    os.utime(lock, (1, 1))
+    assert jvm.java_options() == f"{MAPPED}{path}"
+    assert time.time() - lock.stat().st_mtime < 60
 
 
 @pytest.mark.unit
