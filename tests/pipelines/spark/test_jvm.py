@@ -89,9 +89,8 @@ def test_a_makers_leftover_is_removed_by_the_next_maker(
     assert made == [path.with_suffix(f".{os.getpid()}.partial")]
 
 
-def _archive(directory: Path, name: str, used_days_ago: float) -> Path:
-    """A made archive (with its lock and log), last used ``used_days_ago`` days ago."""
-    path = directory / f"spark-{name}.jsa"
+def _made(path: Path, used_days_ago: float = 0.0) -> Path:
+    """An archive at ``path`` (with its lock and log), last used ``used_days_ago`` days ago."""
     path.write_bytes(b"an archive")
     for made in (path.with_suffix(".lock"), path.with_suffix(".log")):
         made.write_text("")
@@ -104,7 +103,7 @@ def _archive(directory: Path, name: str, used_days_ago: float) -> Path:
 def test_a_new_archive_keeps_those_used_last_and_removes_the_rest_and_dead_makers_leftovers(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    old = [_archive(tmp_path, f"old{days}", days) for days in (1, 5, 2, 9, 30)]
+    old = [_made(tmp_path / f"spark-old{days}.jsa", days) for days in (1, 5, 2, 9, 30)]
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         check=True,
@@ -139,13 +138,9 @@ def test_a_session_that_maps_an_archive_marks_it_used(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
-    path = jvm.archive_path(tmp_path)
-    path.write_bytes(b"an archive")
-    lock = path.with_suffix(".lock")
-    lock.write_text("")
-    os.utime(lock, (1, 1))
+    path = _made(jvm.archive_path(tmp_path), used_days_ago=365)
     assert jvm.java_options() == f"{MAPPED}{path}"
-    assert time.time() - lock.stat().st_mtime < 60
+    assert time.time() - path.with_suffix(".lock").stat().st_mtime < 60
 
 
 @pytest.mark.unit
@@ -153,8 +148,7 @@ def test_the_users_options_come_after_the_archive_and_their_own_setting_wins(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
-    made = jvm.archive_path(tmp_path)
-    made.write_bytes(b"an archive")
+    made = _made(jvm.archive_path(tmp_path))
     monkeypatch.setenv(jvm.OPTIONS_ENV, "-Xss4m")
     conf = jvm.driver_conf({"spark.sql.shuffle.partitions": "2"})
     assert conf[jvm.OPTIONS_KEY] == f"{MAPPED}{made} -Xss4m"
