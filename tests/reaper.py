@@ -101,13 +101,20 @@ def marked(session: str) -> list[int]:
     return [pid for pid in pids if carries(pid, session)]
 
 
-def parent(pid: int) -> int | None:
-    """The parent of process ``pid`` (None: it is gone)."""
+def stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command's name (its state first, then its
+    parent, ...); None when the process is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+    return text.rsplit(")", 1)[1].split()
+
+
+def parent(pid: int) -> int | None:
+    """The parent of process ``pid`` (None: it is gone)."""
+    fields = stat(pid)
+    return None if fields is None else int(fields[1])
 
 
 def ancestors(pid: int) -> list[int]:

@@ -126,13 +126,9 @@ def command(pid: int) -> str:
 
 
 def state(pid: int) -> str:
-    """The state letter ``/proc`` gives process ``pid`` (``S``, ``R``, ``Z`` for a zombie...),
-    read as ``reaper.parent`` reads its parent: the field after the command's name."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return "(gone)"
-    return stat.rsplit(")", 1)[1].split()[0]
+    """The state letter ``/proc`` gives process ``pid`` (``S``, ``R``, ``Z`` for a zombie...)."""
+    fields = reaper.stat(pid)
+    return "(gone)" if fields is None else fields[0]
 
 
 def watchdogs(session_id: str) -> list[int]:
