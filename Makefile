@@ -65,6 +65,18 @@ ui: $(STAMP) ## Dagster UI and daemon on the demo's instance (UI_PORT=3000)
 		EPOCHGATE_DATA=$(DEMO_DIR)/data \
 		$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(UI_PORT)
 
+.PHONY: jar
+# epochgate's Hadoop classes (pipelines/spark/java, see pipelines/spark/local_fs.py), compiled for
+# Java 17 and later against the installed PySpark's jars. JAR=PATH writes them elsewhere: the
+# suite compares such a build with the jar the package carries.
+JAR ?= pipelines/spark/jars/epochgate-spark.jar
+jar: $(STAMP) ## Rebuild pipelines/spark/jars/epochgate-spark.jar from pipelines/spark/java (a JDK)
+	.ci/system-packages javac
+	classes=$$(mktemp -d) && trap 'rm -rf "$$classes"' EXIT \
+		&& jars=$$($(BIN)/python -c 'from pipelines.spark._internals import pyspark_home; print(pyspark_home() / "jars")') \
+		&& javac --release 17 -nowarn -cp "$$jars/*" -d "$$classes" $$(find pipelines/spark/java -name '*.java' | sort) \
+		&& jar --create --no-manifest --date 2026-01-01T00:00:00Z --file $(JAR) -C "$$classes" .
+
 .PHONY: unit
 unit: $(STAMP) ## Run only the fast, pure unit tests
 	$(BIN)/pytest -q -m unit

@@ -178,7 +178,8 @@ def start(
             **SERVER_CONF,
             "spark.connect.grpc.binding.address": HOST,
             "spark.connect.grpc.binding.port": str(port),
-        }
+        },
+        master,
     )
     command = ["bash", str(home / CONNECT_SERVER_SCRIPT), "--master", master]
     for key, value in conf.items():

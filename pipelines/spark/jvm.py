@@ -42,6 +42,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from pipelines.spark._internals import pyspark_home
+from pipelines.spark.local_fs import JAR, local_fs_conf
 from pipelines.spark.servers import ended
 
 ARCHIVE_ENV = "EPOCHGATE_SPARK_ARCHIVE"
@@ -88,13 +89,15 @@ def java_options(*, make: bool = True) -> str:
     return ""
 
 
-def driver_conf(conf: dict[str, str]) -> dict[str, str]:
-    """``conf`` plus the driver's default JVM options (the archive's, then
-    ``$EPOCHGATE_SPARK_JAVA_OPTIONS``), unless ``conf`` sets them itself."""
-    if OPTIONS_KEY in conf:
-        return conf
+def driver_conf(conf: dict[str, str], master: str) -> dict[str, str]:
+    """``conf`` plus the defaults of a driver for ``master``: its JVM options (the archive's, then
+    ``$EPOCHGATE_SPARK_JAVA_OPTIONS``) unless ``conf`` sets them itself, and epochgate's jar and
+    local file system (``pipelines.spark.local_fs``)."""
+    given = local_fs_conf(master, conf)
+    if OPTIONS_KEY in given:
+        return given
     chosen = options()
-    return {**conf, OPTIONS_KEY: chosen} if chosen else conf
+    return {**given, OPTIONS_KEY: chosen} if chosen else given
 
 
 def options() -> str:
@@ -117,7 +120,8 @@ def ensure(timeout: float = MAKER_TIMEOUT) -> Path | None:
 
 def _fingerprint() -> str:
     """What the archive's classes come from: the Java install PySpark starts (its binary and
-    its module image), and PySpark's version, home and jars (no JVM is started to ask)."""
+    its module image), PySpark's version, home and jars, and epochgate's jar (no JVM is started
+    to ask)."""
     java_home = os.environ.get("JAVA_HOME")
     java = Path(java_home, "bin", "java") if java_home else shutil.which("java")
     found = Path(java).resolve() if java else None
@@ -125,6 +129,7 @@ def _fingerprint() -> str:
     files = [found, found.parents[1] / "lib" / "modules"] if found else []
     jars = home / "jars"
     files += sorted(jars.iterdir()) if jars.is_dir() else []
+    files.append(JAR)
     parts = [str(found), version("pyspark"), str(home), *map(_stamp, files)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 

@@ -129,7 +129,7 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("epochgate").master(url)
-    given = jvm.driver_conf(conf or {})  # the driver's JVM starts here
+    given = jvm.driver_conf(conf or {}, url)  # the driver's JVM starts here
     bind = local_bind(url, given, os.environ.get(LOCAL_IP_ENV))
     for key, value in {**LOCAL_CONF, **bind, **given}.items():
         builder = builder.config(key, value)

@@ -150,14 +150,13 @@ def test_the_users_options_come_after_the_archive_and_their_own_setting_wins(
     monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
     made = _made(jvm.archive_path(tmp_path))
     monkeypatch.setenv(jvm.OPTIONS_ENV, "-Xss4m")
-    conf = jvm.driver_conf({"spark.sql.shuffle.partitions": "2"})
+    conf = jvm.driver_conf({"spark.sql.shuffle.partitions": "2"}, "local[2]")
     assert conf[jvm.OPTIONS_KEY] == f"{MAPPED}{made} -Xss4m"
     assert conf["spark.sql.shuffle.partitions"] == "2"
-    mine = {jvm.OPTIONS_KEY: "-Xmx1g"}
-    assert jvm.driver_conf(mine) == mine
+    assert jvm.driver_conf({jvm.OPTIONS_KEY: "-Xmx1g"}, "local[2]")[jvm.OPTIONS_KEY] == "-Xmx1g"
     monkeypatch.setenv(jvm.ARCHIVE_ENV, "off")
     monkeypatch.delenv(jvm.OPTIONS_ENV)
-    assert jvm.driver_conf({}) == {}
+    assert jvm.OPTIONS_KEY not in jvm.driver_conf({}, "local[2]")
 
 
 @pytest.mark.spark
