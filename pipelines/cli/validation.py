@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from pipelines.errors import PipelineDefinitionError, StageFailedError, first_line
 from pipelines.run.carry import check_key_columns, check_state_columns
 from pipelines.run.sinks import resolve_sink_path
+from pipelines.spark.empty import empty_frame
 from pipelines.stages.arguments import (
     check_join_type,
     check_name,
@@ -116,7 +117,7 @@ def columns(found: Validation, spark: SparkSession) -> None:
     the stage it carries back, as before a loop's first message)."""
     for stage in found.pipeline.stages.values():
         inputs = [found.columns.get(u) for u in stage.inputs]
-        frames = [None if s is None else spark.createDataFrame([], s) for s in inputs]
+        frames = [None if s is None else empty_frame(spark, s) for s in inputs]
         found.columns[stage.name] = _derived(found, stage, frames)
 
 
@@ -162,7 +163,7 @@ def _stateful(found: Validation, stage: StatefulStage, batch: DataFrame) -> Stru
     input and an empty state: the checks its run makes."""
     try:
         check_key_columns(stage.name, 0, batch, stage.key, stage.schema)
-        state = batch.sparkSession.createDataFrame([], stage.schema)
+        state = empty_frame(batch.sparkSession, stage.schema)
         check_state_columns(stage.name, 0, stage.update(batch, state), stage.schema)
     except StageFailedError as err:
         found.refuse(stage.name, err.cause)

@@ -20,6 +20,7 @@ from pipelines.run.ephemeral import derivation
 from pipelines.run.epochs import stage_epoch
 from pipelines.run.executor import Executor
 from pipelines.run.kinds import messages_read
+from pipelines.spark.empty import empty_frame
 from pipelines.spark.footers import spark_schema
 from progress import Time
 from progress.ledger import Ledger
@@ -103,4 +104,4 @@ class OutputReads:
                 f"stage {stage!r} has no data at epoch {epoch}, and no message with data to "
                 "take its columns from"
             )
-        return self.spark.createDataFrame([], schema)
+        return empty_frame(self.spark, schema)

@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 from pipelines.errors import StageNotReadyError, StateReadError
 from pipelines.reads import key_scan
 from pipelines.run.kinds import run_of
+from pipelines.spark.empty import empty_frame
 from pipelines.spark.engine import engine_of
 from pipelines.stages.families import chain
 from pipelines.stages.kinds import KeyedStage
@@ -263,7 +264,7 @@ class Upquery:
                 f"its input {upstream!r} has no message with data yet to take its columns from",
             )
         if not files:
-            empty = self.rt.spark.createDataFrame([], schema)
+            empty = empty_frame(self.rt.spark, schema)
             return empty.withColumn(EPOCH, F.lit(0).cast("bigint"))
         scan = key_scan.plan(
             files, schema, stage.key, keys, self.footers, driver_rows=self.driver_rows

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 from pipelines.errors import StageFailedError
 from pipelines.run.schema_check import type_mismatch
 from pipelines.run.work import Produced, StageWork
+from pipelines.spark._internals import arrow_schema_of
+from pipelines.spark.empty import empty_frame
 from pipelines.spark.engine import engine_of
 from pipelines.spark.footers import free_of_nulls, parts
 from pipelines.stages.functions import StateUpdate
@@ -87,7 +89,7 @@ def carry(
     if keys and work.state.export_latest(p, name, key, keys, str(state_file)):
         state = work.spark.read.schema(schema).parquet(str(state_file))
     else:
-        state = work.spark.createDataFrame([], schema)
+        state = empty_frame(work.spark, schema)
     out = update(batch, state)
     check_state_columns(name, epoch, out, schema)
     produced = work.write(out.select(*schema.fieldNames()))
@@ -128,7 +130,7 @@ def replay_updates(
     rows = table.drop_columns(["_epoch"])
     batch_schema = T.StructType([f for f in inputs.schema.fields if f.name != "_epoch"])
     names = schema.fieldNames()
-    state_schema = spark.createDataFrame([], schema).toArrow().schema
+    state_schema = arrow_schema_of(schema)
     state: dict[tuple[Any, ...], dict[str, Any]] = {}
     history: list[pa.Table] = []
     for epoch in sorted(set(epochs.to_pylist())):
@@ -149,7 +151,7 @@ def replay_updates(
         history.append(out.append_column("_epoch", pa.array([epoch] * out.num_rows, pa.int64())))
     out_schema = T.StructType([*schema.fields, T.StructField("_epoch", T.LongType())])
     if not history:
-        return spark.createDataFrame([], out_schema)
+        return empty_frame(spark, out_schema)
     return spark.createDataFrame(pa.concat_tables(history), schema=out_schema)
 
 

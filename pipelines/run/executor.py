@@ -37,6 +37,7 @@ from pipelines.run.kinds import messages_read, run_of
 from pipelines.run.layout import sort_key
 from pipelines.run.storage import DataStore, new_attempt
 from pipelines.run.work import Produced, Resolved, StageWork
+from pipelines.spark.empty import empty_frame
 from pipelines.spark.footers import spark_schema
 from pipelines.spark.session import LazySpark, SparkFactory
 from pipelines.stages.families import followers
@@ -228,7 +229,7 @@ class Executor:
         frames = []
         for upstream in spec.inputs:
             schema = self.schema_of(upstream, within=within | {stage})
-            frames.append(None if schema is None else self.spark.createDataFrame([], schema))
+            frames.append(None if schema is None else empty_frame(self.spark, schema))
         try:
             planned = spec.plan(frames)
             return None if planned is None else planned.schema

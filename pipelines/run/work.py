@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from pipelines.run import expectations
 from pipelines.run.iteration import RoundCallback
 from pipelines.run.storage import DataStore, link_or_copy, runtime_home
+from pipelines.spark.empty import empty_frame
 from pipelines.spark.footers import parts, spark_schema
 from pipelines.spark.session import LazySpark
 from pipelines.stages.expectations import Expectation
@@ -136,7 +137,7 @@ class StageWork:
                 out.append(self.spark.read.parquet(*paths))
             else:
                 assert schema is not None
-                out.append(self.spark.createDataFrame([], schema))
+                out.append(empty_frame(self.spark, schema))
         if not self.derives:
             return out
         ports: list[DataFrame] = []

@@ -7,6 +7,10 @@ upqueries), and a Spark read of the directory. ``fill_empty`` runs after every w
 message: on Spark it finds the file and does nothing; where none was written, it writes an
 empty one with the DataFrame's schema, Spark's schema key in its footer as Spark's writer puts
 it.
+
+``empty_frame`` is a DataFrame with no rows made from Arrow: PySpark's classic
+``createDataFrame([], schema)`` reads its (no) rows through a Python RDD, and a job over it starts
+Spark's Python worker processes (a daemon and a worker per core) in a session that needed none.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pipelines.spark._internals import arrow_schema_of
 from pipelines.spark.footers import SPARK_SCHEMA_KEY, parts
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 EMPTY_PART = "part-00000-empty.parquet"
@@ -43,3 +47,8 @@ def write_empty(path: Path, schema: StructType) -> Path:
     target = path / EMPTY_PART
     pq.write_table(pa.Table.from_batches([], schema=arrow), target)
     return target
+
+
+def empty_frame(spark: SparkSession, schema: StructType) -> DataFrame:
+    """No rows, ``schema``'s columns (see the module docs)."""
+    return spark.createDataFrame(arrow_schema_of(schema).empty_table(), schema)
