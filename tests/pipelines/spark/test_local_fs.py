@@ -33,6 +33,15 @@ def _file_system(spark: SparkSession, name: str) -> Any:
     return fs
 
 
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``argv`` in the repository with ``env``, which must succeed."""
+    done = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done
+
+
 def _modes(root: Path) -> dict[str, int]:
     return {
         str(path.relative_to(root)): stat.S_IMODE(path.stat().st_mode)
@@ -102,16 +111,7 @@ def test_its_writes_start_no_chmod_process(tmp_path: Path) -> None:
     chmod.write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real} "$@"\n')
     chmod.chmod(0o755)
     env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tmp_path), str(calls)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run([sys.executable, "-c", CHILD, str(tmp_path), str(calls)], env)
     assert done.stdout.split() == ["100", "0", "1"], calls.read_text()
     assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700  # the shim ran the real chmod
 
@@ -119,16 +119,7 @@ def test_its_writes_start_no_chmod_process(tmp_path: Path) -> None:
 def test_the_jar_is_what_its_source_builds(tmp_path: Path) -> None:
     built = tmp_path / "built.jar"
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    done = subprocess.run(
-        ["make", "-s", "jar", f"JAR={built}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    _run(["make", "-s", "jar", f"JAR={built}"], env)
     with zipfile.ZipFile(JAR) as carried, zipfile.ZipFile(built) as fresh:
         entries = {info.filename: carried.read(info) for info in carried.infolist()}
         assert entries == {info.filename: fresh.read(info) for info in fresh.infolist()}, (
