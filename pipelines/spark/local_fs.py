@@ -4,11 +4,12 @@ permissions set in the JVM.
 Hadoop sets the permissions of every file and directory it creates on the local file system
 (each Parquet part, its checksum file, each ``_temporary`` directory of a write) through its
 native library, which the PySpark wheel does not carry; without it, Hadoop starts a ``chmod``
-process for each, about a dozen for a write of two partitions, and those processes take about a
-fifth of the CPU such a small write costs. epochgate's jar (``jars/epochgate-spark.jar``, built
-from ``java/`` by ``make jar``) holds ``epochgate.spark.LocalFileSystem``: Hadoop's local file
-system, with each permission set by ``chmod(2)`` from the JVM (or Hadoop's way when its native
-library is loaded, or for a mode with a sticky bit).
+process for each, about a dozen for a write of two partitions: setting them in the JVM takes
+about a third off the CPU such a small write costs. epochgate's jar
+(``jars/epochgate-spark.jar``, built from ``java/`` by ``make jar``) holds
+``epochgate.spark.LocalFileSystem``: Hadoop's local file system, with each permission set by
+``chmod(2)`` from the JVM (or Hadoop's way when its native library is loaded, or for a mode with
+a sticky bit).
 
 Every driver epochgate starts has the jar on its class path (the class-data archive's JVMs all
 begin their class path alike, ``pipelines.spark.jvm``); a local master's (``local``, ``local[N]``:
