@@ -83,8 +83,11 @@ class AttachedFile:
         marks_waits: bool = False,
         label: str = "ledger",
         recreate: bool = True,
+        threads: int | None = None,
     ) -> None:
         self.path = path
+        self.threads = threads
+        """How many threads the engine's queries use (None: DuckDB's default, one per core)."""
         self.label = label
         """What the file is, in errors that name it."""
         self.recreate = recreate
@@ -186,7 +189,11 @@ class AttachedFile:
 
     def _attach(self) -> Any:
         if self._engine is None:
-            self._engine = duckdb.connect()
+            self._engine = (
+                duckdb.connect()
+                if self.threads is None
+                else duckdb.connect(config={"threads": self.threads})
+            )
         con = self._engine
         self._detach()  # left by an interrupted use
         if not self.recreate and self._identity is not None and not self.path.exists():

@@ -23,7 +23,9 @@ from progress.errors import (
     UnregisteredPipelineError,
 )
 from progress.ledger import SCHEMA_VERSION, Ledger, MessageEntry, Origin, RunKind, scope_name
+from progress.ledger.engine import AttachedFile
 from progress.ledger.schema import MIGRATIONS
+from progress.ledger.sessions import LEDGER_THREADS
 from progress.spec import to_spec
 from tests.progress.ledger.scenario import bank_graph, run_epoch
 
@@ -362,3 +364,14 @@ def test_atomic_commits_of_a_pipeline_and_its_scope_land_together(ledger: Ledger
     assert ledger.committed("bank", "run:totals:0") is not None
     assert {s.stage: s.rounds for s in ledger.status("bank")}["totals"] == ()
     assert ledger.verify().ok
+
+
+def test_the_ledgers_queries_run_on_one_thread_and_other_files_on_duckdbs_default(
+    ledger: Ledger, tmp_path: Path
+) -> None:
+    with ledger._sessions.session() as s:
+        assert s.rows("SELECT current_setting('threads')") == [(LEDGER_THREADS,)]
+    assert LEDGER_THREADS == 1
+    default = duckdb.connect().execute("SELECT current_setting('threads')").fetchone()
+    with AttachedFile(tmp_path / "other.duckdb", 60).open() as con:
+        assert con.execute("SELECT current_setting('threads')").fetchone() == default
