@@ -42,6 +42,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from pipelines.spark._internals import pyspark_home
+from pipelines.spark.hadoop_defaults import plugin_conf
 from pipelines.spark.local_fs import JAR, local_fs_conf
 from pipelines.spark.servers import ended
 
@@ -91,9 +92,10 @@ def java_options(*, make: bool = True) -> str:
 
 def driver_conf(conf: dict[str, str], master: str) -> dict[str, str]:
     """``conf`` plus the defaults of a driver for ``master``: its JVM options (the archive's, then
-    ``$EPOCHGATE_SPARK_JAVA_OPTIONS``) unless ``conf`` sets them itself, and epochgate's jar and
-    local file system (``pipelines.spark.local_fs``)."""
-    given = local_fs_conf(master, conf)
+    ``$EPOCHGATE_SPARK_JAVA_OPTIONS``) unless ``conf`` sets them itself, epochgate's jar and
+    local file system (``pipelines.spark.local_fs``) and its plugin that drops YARN's Hadoop
+    defaults (``pipelines.spark.hadoop_defaults``)."""
+    given = plugin_conf(master, local_fs_conf(master, conf))
     if OPTIONS_KEY in given:
         return given
     chosen = options()
