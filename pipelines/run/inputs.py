@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import reduce
@@ -39,6 +39,7 @@ from pipelines.run.layout import sort_key, write_sorted
 from pipelines.run.schema_check import check_columns
 from pipelines.run.snapshot import snapshot
 from pipelines.run.storage import DataStore, new_attempt
+from pipelines.spark.footers import free_of_nulls
 from pipelines.stages.expectations import Expectation
 from pipelines.stages.kinds import DimensionStage, Feed, SourceStage
 from progress import Graph, InputHandle, Time
@@ -70,26 +71,37 @@ class Bound(Protocol):
 
 
 def check_frame(
+    stage: str, epoch: Time, df: DataFrame, schema: StructType, *, file: str | None
+) -> DataFrame:
+    """Return ``df`` with the schema's columns in order, or raise naming what does not fit (its
+    keys are checked once it is written: ``refuse_null_keys``)."""
+    have = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    check_columns(stage, epoch, have, schema, file)
+    return df.select(*schema.fieldNames())
+
+
+def refuse_null_keys(
     stage: str,
     epoch: Time,
     df: DataFrame,
-    schema: StructType,
-    *,
     key: tuple[str, ...],
+    *,
     file: str | None,
-) -> DataFrame:
-    """Return ``df`` with the schema's columns in order, or raise naming what does not fit."""
+    written: Sequence[Path] = (),
+) -> None:
+    """Raise ``InputValidationError`` naming the key column when a row of ``df`` has a null
+    key. The footers of ``written`` (every file ``df``'s rows were written to) answer without
+    a Spark job when they say no key column holds a null (``pipelines.spark.footers``); else,
+    or with nothing written, one ``limit(1)`` job over ``df`` looks."""
+    if not key or (written and free_of_nulls(written, key)):
+        return
     from pyspark.sql import functions as F
 
-    have = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-    check_columns(stage, epoch, have, schema, file)
-    if key:
-        null = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in key])
-        found = df.where(null).select(*key).limit(1).collect()
-        if found:
-            column = next(k for k in key if found[0][k] is None)
-            raise InputValidationError(stage, epoch, "null key", file=file, column=column)
-    return df.select(*schema.fieldNames())
+    null = reduce(lambda a, b: a | b, [F.col(k).isNull() for k in key])
+    found = df.where(null).select(*key).limit(1).collect()
+    if found:
+        column = next(k for k in key if found[0][k] is None)
+        raise InputValidationError(stage, epoch, "null key", file=file, column=column)
 
 
 def source_worker(pipeline: Pipeline, source: str, worker: int) -> SourceStage:
@@ -263,12 +275,13 @@ class SourceInput:
     def _written(
         self, epoch: Time, data: DataFrame, file: str | None, path: Path, attempt: str
     ) -> Staged:
-        """``data`` checked against the source's schema and written by Spark to ``path``."""
+        """``data`` checked against the source's schema and written by Spark to ``path``. Its
+        keys are checked once it is written (a null key removes what was written), or when an
+        expectation failed (a null key is named first)."""
         rt = self.runtime
+        key = self._stage.key
         try:
-            frame = check_frame(
-                self.source, epoch, data, self._stage.schema, key=self._stage.key, file=file
-            )
+            frame = check_frame(self.source, epoch, data, self._stage.schema, file=file)
         except InputValidationError:
             raise
         except Exception as err:
@@ -277,11 +290,19 @@ class SourceInput:
         try:
             written = expectations.write(frame, self._expectations, self._sort_key, path)
         except ExpectationFailed as err:
+            refuse_null_keys(self.source, epoch, frame, key, file=file)
             raise InputValidationError(self.source, epoch, err.cause, file=file) from err
         except Exception as err:
             shutil.rmtree(path, ignore_errors=True)
             msg = f"cannot write the data: {first_line(err)}"
             raise InputValidationError(self.source, epoch, msg, file=file) from err
+        files = [path] if written.quarantine is None else [path, written.quarantine]
+        try:
+            refuse_null_keys(self.source, epoch, frame, key, file=file, written=files)
+        except BaseException:
+            for made in files:
+                shutil.rmtree(made, ignore_errors=True)
+            raise
         rows, size = rt.store.stats(path)
         staged = Staged(MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size))
         staged.checked = written.checked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,6 +15,7 @@ from pipelines.run.runtime import Runtime
 from progress import ClosedHandleError, InvalidInputTimeError, TimeRegressionError, WorkerMovedError
 from progress.ledger import CommitResult, Ledger, MessageEntry
 from tests.fixtures.shop import ARROW, shop
+from tests.pipelines.run.test_iterate import job_group
 
 pytestmark = pytest.mark.spark
 
@@ -93,6 +95,44 @@ def test_a_dataframe_with_a_bad_column_names_it(rt: Runtime, spark: SparkSession
         rt.input("orders", 0).send(df)
     assert (err.value.column, err.value.file) == ("amount", None)
     nothing_committed(rt)
+
+
+def test_a_keyed_dataframe_is_checked_by_its_written_footers_not_a_job_of_its_own(
+    rt: Runtime, spark: SparkSession
+) -> None:
+    """Its write is the send's only Spark job: the footers say the key holds no null."""
+    df = spark.createDataFrame(
+        [(1, "ann", "toys", 5.0), (2, "bob", "food", 1.0)],
+        "order_id long, customer string, category string, amount double",
+    )
+    group = f"test-inputs-{uuid.uuid4().hex}"
+    with job_group(spark, group):
+        rt.input("orders", 0).send(df)
+    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == 1
+    assert rt.ledger.history("shop", "orders", 0).messages[0].rows == 2
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["kept", "quarantined"])
+def test_a_dataframe_with_a_null_key_is_refused_and_nothing_is_left(
+    tmp_path: Path, spark: SparkSession, drop: bool
+) -> None:
+    """Also when a ``drop`` expectation would quarantine that row, and before a ``fail``
+    expectation the row fails."""
+    pipeline = shop(tmp_path / "export")
+    if drop:
+        pipeline.expect("orders", "known_customer", "customer <> 'nobody'", on_fail="drop")
+    else:
+        pipeline.expect("orders", "positive", "amount > 0", on_fail="fail")
+    rt = Runtime(pipeline, Ledger(tmp_path / "l.duckdb"), spark, tmp_path / "data")
+    df = spark.createDataFrame(
+        [(1, "ann", "toys", 5.0), (None, "nobody", "food", -1.0)],
+        "order_id long, customer string, category string, amount double",
+    )
+    with pytest.raises(InputValidationError) as err:
+        rt.input("orders", 0).send(df)
+    assert (err.value.column, err.value.reason) == ("order_id", "null key")
+    nothing_committed(rt)
+    assert not [path for path in rt.store.root.glob("**/*") if path.is_file()]
 
 
 def test_a_closed_worker_refuses_data(rt: Runtime, tmp_path: Path) -> None:
