@@ -71,7 +71,16 @@ def test_a_burst_of_commits_is_synced_once_by_itself(
     # Nothing asked for it: the follower's own thread synced, at most once per delay.
     assert 1 <= len(syncs) <= 1 + (sent - started) / SYNC_DELAY < commits
     assert all(s >= started + SYNC_DELAY * 0.9 for s in syncs[:1])
-    assert capture_follower.follow(rt.ledger).pending == frozenset()
+    # Commits after the first sync (a loaded machine sends slowly) are synced by the next.
+    follower = capture_follower.follow(rt.ledger)
+    wait_until(
+        lambda: follower.pending == frozenset(),
+        SYNC_DELAY + 10,
+        "the follower to sync every commit by itself",
+        every=0.02,
+        detail=lambda: f"pending {sorted(follower.pending)}",
+    )
+    assert len(syncs) <= 2 + (sent - started) / SYNC_DELAY  # still one per delay at most
 
 
 @pytest.mark.spark

@@ -99,19 +99,26 @@ def test_killed_writers_leave_whole_batches(tmp_path: Path) -> None:
     acknowledged: list[str] = []
     kills = 0
     round_ = 0
-    # 50 kills at least, and on until the kills have landed among 50 acknowledged commits (a
-    # loaded machine starts writers slowly, so more of the early kills land in start-up).
+    # 50 kills at least, and on until 50 commits are acknowledged. Three kills in four are at a
+    # random instant of the writer's life: during start-up, inside a transaction, between
+    # commits (the point: the instant is random, not an event to wait for). The fourth is at a
+    # random instant after the writer's first acknowledged commit, so kills land among commits
+    # however slowly a loaded machine starts writers.
     while (kills < 50 or len(acknowledged) <= 50) and round_ < 200:
         round_ += 1
         proc = spawn(path, round_, 0, forever=True)
-        # Kill at a random instant: during start-up, inside a transaction, between commits
-        # (the point: the instant is random, not an event to wait for).
-        time.sleep(rnd.uniform(0.15, 0.6))
+        first = ""
+        if round_ % 4:
+            time.sleep(rnd.uniform(0.15, 0.6))
+        else:
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            time.sleep(rnd.uniform(0.0, 0.1))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()
         assert proc.returncode == -signal.SIGKILL
         kills += 1
-        acknowledged += out.split()
+        acknowledged += (first + out).split()
         ledger = Ledger(path, lock_timeout=30)
         report = ledger.verify()
         assert report.ok, report.lines()
