@@ -40,14 +40,19 @@ class Action:
 
 
 def worker_time(s: Session, pipeline: str, node: str, worker: int) -> Time | None:
-    """Where an input worker's capability stands (``None`` once closed)."""
+    """Where an input worker's capability stands (``None`` once closed): read once per hold
+    of the file, then as its actions move it (``hold_cache``)."""
+    key = (pipeline, node, worker)
+    if key in s.cache.workers:
+        return s.cache.workers[key]
     row = s.row(
         "SELECT t0, t1 FROM capabilities WHERE pipeline = ? AND node = ? AND worker = ?",
         [pipeline, node, worker],
     )
     if row is None:
         raise LedgerError(f"pipeline {pipeline!r}: input {node!r} has no worker {worker}")
-    return None if row[0] is None else time_from_columns(row[0], row[1])
+    at = s.cache.workers[key] = None if row[0] is None else time_from_columns(row[0], row[1])
+    return at
 
 
 def send_key(node: str, worker: int, message: MessageEntry | None, key: str | None) -> str:
@@ -164,4 +169,5 @@ def act(s: Session, pipeline: str, node: str, worker: int, action: Action) -> Co
         "UPDATE capabilities SET t0 = ?, t1 = ? WHERE pipeline = ? AND node = ? AND worker = ?",
         [t[0] if t else None, t[1] if t else None, pipeline, node, worker],
     )
+    s.cache.workers[pipeline, node, worker] = None if handle.closed else handle.time
     return result

@@ -34,24 +34,29 @@ MESSAGE_COLUMNS = "stage, port, t0, t1, attempt, path, rows, bytes, batch_id, cu
 
 
 def tracker(s: Session, pipeline: str) -> Tracker:
-    """A tracker holding the pipeline's current counts (a snapshot)."""
+    """A tracker holding the pipeline's current counts (a snapshot): read once per hold of the
+    file, then kept up to date by this process's own commits (``hold_cache``)."""
     graph = s.graph(pipeline)
+    counts = s.cache.counts(pipeline, graph)
+    if counts is None:
+        rows = s.rows(
+            """
+            SELECT kind, node, port, t0, t1, sum(count) FROM (
+                SELECT kind, node, port, t0, t1, count FROM counts WHERE pipeline = ?
+                UNION ALL
+                SELECT kind, node, port, t0, t1, delta FROM updates
+                WHERE pipeline = ? AND batch_id > ?
+            ) GROUP BY ALL HAVING sum(count) <> 0
+            """,
+            [pipeline, pipeline, s.watermark()],
+        )
+        counts = [((k, n, p, t0, t1), c) for k, n, p, t0, t1, c in rows]
+        s.cache.keep_counts(pipeline, graph, counts)
     found = Tracker(graph)
-    rows = s.rows(
-        """
-        SELECT kind, node, port, t0, t1, sum(count) FROM (
-            SELECT kind, node, port, t0, t1, count FROM counts WHERE pipeline = ?
-            UNION ALL
-            SELECT kind, node, port, t0, t1, delta FROM updates
-            WHERE pipeline = ? AND batch_id > ?
-        ) GROUP BY ALL HAVING sum(count) <> 0
-        """,
-        [pipeline, pipeline, s.watermark()],
-    )
     found.apply(
         [
             (location_from_columns(k, n, p), time_from_columns(t0, t1), c)
-            for k, n, p, t0, t1, c in rows
+            for (k, n, p, t0, t1), c in counts
         ]
     )
     return found
@@ -269,7 +274,18 @@ def reads(s: Session, pipeline: str, stage: str, time: Time) -> list[MessageRef]
 
 def stale(s: Session, pipeline: str) -> list[tuple[str, Time]]:
     """Runs ``(stage, time)`` whose current output read an input attempt that has since been
-    replaced: they must run again (a revision replaced what they read)."""
+    replaced: they must run again (a revision replaced what they read). None can be before the
+    pipeline has a replaced message (known once per hold of the file: ``hold_cache``)."""
+    replaced = s.cache.replaced(pipeline)
+    if replaced is None:
+        found = s.row(
+            "SELECT EXISTS (SELECT 1 FROM messages WHERE pipeline = ? AND NOT current)",
+            [pipeline],
+        )
+        replaced = bool(found and found[0])
+        s.cache.keep_replaced(pipeline, replaced)
+    if not replaced:
+        return []
     rows = s.rows(
         """
         SELECT DISTINCT r.stage, r.t0, r.t1 FROM reads r

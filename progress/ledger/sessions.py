@@ -2,8 +2,9 @@
 
 Every connection opens under an exclusive OS file lock and lives for one call, or for a session
 that groups many calls; sessions nest, and the outermost one holds the connection. While the
-lock is held no other process can change the ledger, so a session may cache what it read: the
-graph of each pipeline and the counts watermark. A rolled-back transaction drops those caches.
+lock is held no other process can change the ledger, so a session may cache what it read, and
+so may the next sessions of the same hold (``hold_cache``): the graph of each pipeline, the
+counts watermark, each pipeline's counts. A rolled-back transaction drops those caches.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from progress.errors import LedgerSchemaError, UnregisteredPipelineError
 from progress.faults import FaultPoint
 from progress.graph import Graph
 from progress.ledger.engine import AttachedFile
+from progress.ledger.hold_cache import HoldCache
 from progress.ledger.schema import VERSION, current_version, migrate
 from progress.spec import from_spec
 
@@ -29,12 +31,11 @@ from progress.spec import from_spec
 class Session:
     """One connection to the ledger file under its lock, and what stays valid while it is held."""
 
-    def __init__(self, con: Any, known: dict[str, Graph]) -> None:
+    def __init__(self, con: Any, known: dict[str, Graph], cache: HoldCache) -> None:
         self.con = con
         self._known = known  # graphs by content hash, shared by every session of one ledger
-        self._graphs: dict[str, Graph] = {}
-        self._counts_through: int | None = None
-        self._captured: frozenset[str] | None = None
+        self.cache = cache
+        """What this hold of the file has read (every session of the hold shares it)."""
         self.written: set[str] = set()
         """The pipelines this session's open transaction has written batches for."""
 
@@ -46,7 +47,7 @@ class Session:
 
     def graph(self, pipeline: str) -> Graph:
         """The registered graph of ``pipeline``; raises ``UnregisteredPipelineError``."""
-        graph = self._graphs.get(pipeline)
+        graph = self.cache.graphs.get(pipeline)
         if graph is not None:
             return graph
         row = self.row("SELECT hash FROM graphs WHERE pipeline = ?", [pipeline])
@@ -58,32 +59,32 @@ class Session:
             spec = self.row("SELECT spec FROM graphs WHERE pipeline = ?", [pipeline])
             assert spec is not None
             graph = self._known[row[0]] = from_spec(json.loads(spec[0]))
-        self._graphs[pipeline] = graph
+        self.cache.graphs[pipeline] = graph
         return graph
 
     def registered(self, pipeline: str, digest: str, graph: Graph) -> None:
         """Cache ``graph``, just registered for ``pipeline`` under the content hash ``digest``."""
-        self._known[digest] = self._graphs[pipeline] = graph
+        self._known[digest] = self.cache.graphs[pipeline] = graph
 
     def watermark(self) -> int:
         """The last batch folded into the counts table."""
-        if self._counts_through is None:
+        if self.cache.counts_through is None:
             self._read_meta()
-            assert self._counts_through is not None
-        return self._counts_through
+            assert self.cache.counts_through is not None
+        return self.cache.counts_through
 
     def _read_meta(self) -> None:
         """The watermark and the captured pipelines, in the one query a commit makes anyway."""
         found = dict(
             self.rows("SELECT key, value FROM meta WHERE key IN ('counts_through', 'captured')")
         )
-        self._counts_through = int(found["counts_through"])
-        self._captured = frozenset(json.loads(found.get("captured", "[]")))
+        self.cache.counts_through = int(found["counts_through"])
+        self.cache.captured = frozenset(json.loads(found.get("captured", "[]")))
 
     def folded(self, through: int) -> None:
         """Record that the counts table now holds every batch up to ``through``."""
         self.con.execute("UPDATE meta SET value = ? WHERE key = 'counts_through'", [str(through)])
-        self._counts_through = through
+        self.cache.counts_through = through
 
     def wrote(self, pipeline: str) -> None:
         """Note that the open transaction wrote a batch of ``pipeline``."""
@@ -93,10 +94,10 @@ class Session:
         """Which of ``pipelines`` have a capture that is not stopped: read with the watermark
         (``meta`` key ``captured``, kept by ``captures_changed``), so a commit pays no query
         of its own for it."""
-        if self._captured is None:
+        if self.cache.captured is None:
             self._read_meta()
-            assert self._captured is not None
-        return set(self._captured.intersection(pipelines))
+            assert self.cache.captured is not None
+        return set(self.cache.captured.intersection(pipelines))
 
     def captures_changed(self) -> None:
         """Record in ``meta`` which pipelines have a capture not stopped (after a capture
@@ -112,13 +113,11 @@ class Session:
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             [json.dumps(names)],
         )
-        self._captured = frozenset(names)
+        self.cache.captured = frozenset(names)
 
     def forget(self) -> None:
         """Drop what this session cached (after a rollback it may describe undone writes)."""
-        self._graphs.clear()
-        self._counts_through = None
-        self._captured = None
+        self.cache.clear()
         self.written.clear()
 
 
@@ -156,6 +155,7 @@ class Sessions:
         )
         self._checked = -1
         """The hold of the file whose schema version was checked (once per hold)."""
+        self._cache = HoldCache(-1)
         self._known: dict[str, Graph] = {}
         self._current: Session | None = None
         self._in_transaction = False
@@ -178,7 +178,9 @@ class Sessions:
                         if found < VERSION:
                             migrate(con, found)
                         self._checked = self._file.holds
-                    self._current = Session(con, self._known)
+                    if self._cache.hold != self._file.holds:
+                        self._cache = HoldCache(self._file.holds)
+                    self._current = Session(con, self._known, self._cache)
                     try:
                         yield self._current
                     finally:
@@ -207,11 +209,12 @@ class Sessions:
 
     def _forked(self) -> None:
         """In a forked child, at the fork: no session open (the parent's, if another thread had
-        one, is the parent's), a fresh guard, nothing to sync."""
+        one, is the parent's), a fresh guard, nothing to sync, nothing remembered."""
         self._guard = threading.RLock()
         self._current, self._in_transaction = None, False
         self._to_sync = set()
         self._checked = -1
+        self._cache = HoldCache(-1)
 
     def release(self) -> None:
         """Let the file go now, if it is kept between sessions (not inside a session)."""

@@ -93,6 +93,7 @@ def write_batch(
             "unnest(?), unnest(?)",
             [batch_id, pipeline, *columns],
         )
+        s.cache.counted(pipeline, graph, rows)
     if batch_id - s.watermark() >= COMPACT_EVERY:
         fold(s, batch_id)
     for m in messages:
@@ -128,6 +129,7 @@ def replace(s: Session, pipeline: str, m: MessageEntry) -> None:
             "WHERE pipeline = ? AND node = ? AND worker = ?)"
         )
         where += [pipeline, m.stage, m.worker]
+    s.cache.keep_replaced(pipeline, True)
     s.con.execute(
         "UPDATE messages SET current = false WHERE pipeline = ? AND stage = ? "
         f"AND port = ? AND t0 = ? AND t1 = ? AND current{by_worker}",

@@ -1,0 +1,96 @@
+"""What a process may remember of the ledger from one session to the next of the same hold.
+
+A hold is one stretch of time in which this process keeps the file locked and attached
+(``AttachedFile.holds`` counts them): a ledger's linger and ``Ledger.held`` make one hold span
+many sessions, a run's whole loop of commits and admissions. Within a hold no other process can
+change the file, so what a session read stays true for the next session of the same hold, but
+for what this process writes, which its writers apply here as they write it:
+
+- the graphs of the pipelines, the counts watermark and the captured pipelines;
+- each pipeline's counts (the compacted counts with the log's tail), in the ledger's columns:
+  a commit adds its batch's updates, so reading the counts after a commit costs no query;
+- whether a pipeline has a replaced message (one no longer current): until it has one, no
+  output can be stale, and ``stale`` needs no query;
+- where each input worker's capability stands, as its actions move it.
+
+A new hold starts empty (another process may have written between two holds), and a
+rolled-back transaction empties the cache (it may describe undone writes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from progress.graph import Graph
+from progress.timestamp import Time
+
+CountKey = tuple[int, str, int, int, int]
+"""A pointstamp in the ledger's columns: ``(kind, node, port, t0, t1)``."""
+
+
+@dataclass
+class _Counts:
+    graph: Graph
+    counts: dict[CountKey, int]
+
+
+@dataclass
+class HoldCache:
+    """What one hold of the file has read, with this process's own writes applied."""
+
+    hold: int
+    graphs: dict[str, Graph] = field(default_factory=dict)
+    counts_through: int | None = None
+    captured: frozenset[str] | None = None
+    _counts: dict[str, _Counts] = field(default_factory=dict)
+    _replaced: dict[str, bool] = field(default_factory=dict)
+    workers: dict[tuple[str, str, int], Time | None] = field(default_factory=dict)
+    """Where input workers' capabilities stand, by ``(pipeline, node, worker)``."""
+
+    def clear(self) -> None:
+        """Forget everything (a rolled-back transaction may have changed what was read)."""
+        self.graphs.clear()
+        self.counts_through = self.captured = None
+        self._counts.clear()
+        self._replaced.clear()
+        self.workers.clear()
+
+    def counts(self, pipeline: str, graph: Graph) -> list[tuple[CountKey, int]] | None:
+        """The pipeline's non-zero counts, if read in this hold for ``graph``."""
+        found = self._counts.get(pipeline)
+        if found is None or found.graph is not graph:
+            return None
+        return list(found.counts.items())
+
+    def keep_counts(
+        self, pipeline: str, graph: Graph, rows: Iterable[tuple[CountKey, int]]
+    ) -> None:
+        """Remember the pipeline's counts, as just read for ``graph``."""
+        self._counts[pipeline] = _Counts(graph, {key: count for key, count in rows if count})
+
+    def counted(self, pipeline: str, graph: Graph, updates: Iterable[tuple[CountKey, int]]) -> None:
+        """A batch of ``pipeline`` was written in this hold: add its updates to the counts
+        remembered (forget them if they were read for another graph)."""
+        found = self._counts.get(pipeline)
+        if found is None:
+            return
+        if found.graph is not graph:
+            del self._counts[pipeline]
+            return
+        counts = found.counts
+        for key, delta in updates:
+            total = counts.get(key, 0) + delta
+            if total:
+                counts[key] = total
+            else:
+                counts.pop(key, None)
+
+    def replaced(self, pipeline: str) -> bool | None:
+        """Whether the pipeline has a replaced message, if known in this hold."""
+        return self._replaced.get(pipeline)
+
+    def keep_replaced(self, pipeline: str, replaced: bool) -> None:
+        """Remember whether the pipeline has a replaced message (``True`` once this process
+        replaces one)."""
+        self._replaced[pipeline] = replaced

@@ -1,0 +1,182 @@
+"""What a hold of the ledger file remembers (``progress.ledger.hold_cache``) equals what the
+ledger says when asked afresh: counts, stale outputs and input workers' capabilities, after
+any sequence of sends, advances, stage runs, corrections and revisions, through the holder or
+another ``Ledger`` on the file (which takes the file from it: a new hold), with rolled-back
+transactions among them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, RunKind, inputs, queries
+from progress.ledger.hold_cache import HoldCache
+from progress.ledger.sessions import Session
+from tests.progress.ledger.scenario import bank_graph
+
+pytestmark = pytest.mark.ledger
+
+P = "bank"
+WORKERS = 3
+STAGES = ("validate", "totals")
+UPSTREAM = {"validate": "card_payments", "totals": "validate"}
+
+
+class RolledBackError(Exception):
+    """Raised inside a transaction to roll it back."""
+
+
+@contextmanager
+def holder_session(ledger: Ledger) -> Iterator[Session]:
+    """The holder's own session (its hold's cache in ``session.cache``)."""
+    with ledger._sessions.session() as s:  # the cache is what is under test
+        yield s
+
+
+def answers(s: Session) -> tuple[list[Any], list[Any], list[Any]]:
+    """The pipeline's counts, stale outputs and input workers' capabilities, as ``s`` says."""
+    pointstamps = sorted(queries.tracker(s, P).pointstamps(), key=repr)
+    workers = [inputs.worker_time(s, P, "card_payments", w) for w in range(WORKERS)]
+    return pointstamps, queries.stale(s, P), workers
+
+
+def run_stage(ledger: Ledger, stage: str, revise: bool) -> None:
+    """Run ``stage`` at its first ready epoch (or revise its latest output), reading the
+    current messages of its input."""
+    tracker = ledger.tracker(P)
+    done = ledger.done_epochs(P, stage)
+    if revise:
+        if not done:
+            return
+        epoch, batch = done[-1], []
+        key = f"revise:{stage}:{len(ledger.history(P, stage, epoch).messages)}"
+    else:
+        ready = [t for t in range(8) if t not in done and tracker.ready(stage, t)]
+        if not ready:
+            return
+        epoch = ready[0]
+        batch, key = tracker.stage_batch(stage, epoch), f"run:{stage}:{epoch}"
+    upstream = UPSTREAM[stage]
+    reads = tuple(
+        MessageRef(upstream, 0, epoch, m.attempt) for m in ledger.message(P, upstream, 0, epoch)
+    )
+    ledger.commit(
+        P,
+        batch,
+        key=key,
+        origin=Origin.stage(stage, epoch, RunKind.REVISION if revise else RunKind.RUN),
+        messages=[MessageEntry(stage, 0, epoch, key, replaces=revise, reads=reads)],
+    )
+
+
+def act(ledger: Ledger, step: tuple[str, int]) -> None:
+    kind, n = step
+    worker = n % WORKERS
+    at = ledger.worker_time(P, "card_payments", worker)
+    assert at is None or isinstance(at, int)  # the bank graph's times are epochs
+    if kind == "send" and at is not None:
+        entry = MessageEntry("card_payments", 0, at, f"s{at}.{worker}.{n}")
+        ledger.send(P, "card_payments", worker, entry)
+    elif kind == "advance" and at is not None:
+        ledger.advance(P, "card_payments", worker, at + 1)
+    elif kind == "correct" and at is not None and at > 0:
+        entry = MessageEntry("card_payments", 0, n % at, f"c{n}")
+        ledger.correct(P, "card_payments", worker, entry)
+    elif kind in ("run", "revise"):
+        run_stage(ledger, STAGES[n % 2], revise=kind == "revise")
+    elif kind == "compact":
+        ledger.compact()
+
+
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["send", "advance", "correct", "run", "revise", "compact"]),
+        st.integers(0, 50),
+        st.sampled_from(["holder", "holder", "other", "rolled back"]),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=STEPS)
+def test_what_a_hold_remembers_equals_the_ledger_asked_afresh(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, str]]
+) -> None:
+    path = tmp_path_factory.mktemp("hold") / "ledger.duckdb"
+    holder = Ledger(path, lock_timeout=30, linger=60)  # one hold across its sessions
+    other = Ledger(path, lock_timeout=30, linger=0)
+    holder.register(P, bank_graph())
+    for worker in range(WORKERS):  # epoch 0 in, and validated: a correction makes it stale
+        act(holder, ("send", worker))
+        act(holder, ("advance", worker))
+    act(holder, ("run", 0))
+    try:
+        for kind, n, by in steps:
+            if by == "other":
+                act(other, (kind, n))  # the holder lets the file go: its next session is a new hold
+            elif by == "rolled back":  # inside a session that goes on: the same hold
+                with holder.session():
+                    with pytest.raises(RolledBackError):
+                        roll_back(holder, (kind, n))
+                    with holder_session(holder) as s:
+                        afresh = Session(s.con, {}, HoldCache(-1))
+                        assert answers(s) == answers(afresh), (kind, n, by)
+            else:
+                act(holder, (kind, n))
+            with holder_session(holder) as s:
+                afresh = Session(s.con, {}, HoldCache(-1))
+                assert answers(s) == answers(afresh), (kind, n, by)
+    finally:
+        holder.release()
+
+
+def roll_back(ledger: Ledger, step: tuple[str, int]) -> None:
+    """``step`` in a transaction that is rolled back after the ledger's answers were read in
+    it (so the hold remembered what the transaction wrote)."""
+    with ledger.atomic():
+        act(ledger, step)
+        with holder_session(ledger) as s:
+            answers(s)
+        raise RolledBackError
+
+
+def test_within_one_hold_the_counts_are_read_once_and_commits_keep_them(tmp_path: Path) -> None:
+    """In one hold, a tracker after a commit costs no query: the commit added its batch to the
+    counts remembered, and they equal the ledger's."""
+    ledger = Ledger(tmp_path / "ledger.duckdb", lock_timeout=30, linger=60)
+    ledger.register(P, bank_graph())
+    try:
+        with ledger.session():
+            ledger.tracker(P)
+            with holder_session(ledger) as s:
+                hold = s.cache.hold
+                graph = s.graph(P)
+                assert s.cache.counts(P, graph) is not None
+                assert s.cache.replaced(P) is None
+            ledger.send(P, "card_payments", 0, MessageEntry("card_payments", 0, 0, "m0"))
+            ledger.advance(P, "card_payments", 0, 1)
+            assert ledger.stale(P) == []
+        with holder_session(ledger) as s:
+            assert s.cache.hold == hold  # the ledger lingered: the same hold
+            remembered = sorted(s.cache.counts(P, graph) or [])
+            afresh = Session(s.con, {}, HoldCache(-1))
+            assert sorted(queries.tracker(afresh, P).pointstamps(), key=repr) == sorted(
+                queries.tracker(s, P).pointstamps(), key=repr
+            )
+            assert remembered
+            assert s.cache.replaced(P) is False
+        ledger.correct(P, "card_payments", 0, MessageEntry("card_payments", 0, 0, "m0b"))
+        with holder_session(ledger) as s:
+            assert s.cache.replaced(P) is True
+    finally:
+        ledger.release()
