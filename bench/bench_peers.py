@@ -22,7 +22,8 @@ Every output is checked against a DuckDB SQL oracle over the raw files, and so i
 epoch was emitted: before the epoch was complete is "early", a final value that differs from the
 oracle's is "wrong". Printed per tool: throughput (input rows/s), seconds from an epoch's
 completion to its committed output (median), peak memory of the tool's whole process tree (the
-JVM, the Sail server), correctness; medians over the repeats, the ratio against the fastest,
+JVM, the Sail server), correctness; medians over the repeats (each repeat runs every tool in
+turn, so a drift in the machine's speed falls on all of them), the ratio against the fastest,
 and the goals, each a ratio from this run's figures. The same goes to the ``bench_peers``
 section of ``bench/RESULTS.md``, with plots in ``bench/plots/``. A run of some sizes keeps the
 figures of the other sizes from earlier runs of the same ``BENCH_SIZE`` (``peers/kept.py``):
@@ -180,14 +181,18 @@ def measure(
                 f"{workload}: {size.epochs} epochs x {size.rows:,} rows generated in {took:.1f}s",
                 flush=True,
             )
-            for tool in [t for t in tools if workload == "join" or t not in NAIVE]:
-                runs, wrong = [], []
-                for repeat in range(plan.repeats_at(index)):
+            taking = [t for t in tools if workload == "join" or t not in NAIVE]
+            runs: dict[str, list[Run]] = {tool: [] for tool in taking}
+            wrong: dict[str, list[int]] = {tool: [] for tool in taking}
+            # Each repeat runs every tool in turn: a drift in the machine's speed over the
+            # minutes of a size falls on every tool alike, not on the tools run last.
+            for repeat in range(plan.repeats_at(index)):
+                for tool in taking:
                     home = root / "runs" / f"{tool}-{workload}-{size.rows}-{repeat}"
                     run = runner(tool, feed, home)
                     bad = wrong_epochs(inputs, workload, Path(run.output))
-                    runs.append(run)
-                    wrong.append(len(bad))
+                    runs[tool].append(run)
+                    wrong[tool].append(len(bad))
                     latencies = run.latencies()
                     latency = f"{sorted(latencies)[len(latencies) // 2]:.2f}s" if latencies else "-"
                     print(
@@ -200,7 +205,7 @@ def measure(
                     if run.phases:
                         parts = ", ".join(f"{k} {v:.1f}s" for k, v in run.phases.items())
                         print(f"    where {NAMES[tool]}'s seconds went: {parts}", flush=True)
-                figures.append(figure(size.rows, runs, wrong))
+            figures += [figure(size.rows, runs[tool], wrong[tool]) for tool in taking]
     return figures
 
 

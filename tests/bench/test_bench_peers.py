@@ -219,3 +219,38 @@ def test_every_figure_of_several_repeats_shows_its_spread(tmp_path: Path) -> Non
     assert row[6] == "1,000 MB ±10%"
     one = figure(100, [run(1.0, 0.2, 900.0)], [0])
     assert table([one])[1][3:7] == ["1,000", "1.00", "0.20 s", "900 MB"]  # one repeat: none
+
+
+@pytest.mark.unit
+def test_each_repeat_runs_every_tool_in_turn(tmp_path: Path) -> None:
+    """The tools take turns within each repeat (a drift in the machine's speed falls on all of
+    them alike), and each tool's figure holds its own repeats."""
+    bench = load("bench_peers")
+    import duckdb
+    from peers.record import Run
+    from peers.workloads import COLUMNS, Feed, Size, oracle_sql
+
+    order: list[tuple[str, str]] = []
+
+    def runner(tool: str, feed: Feed, home: Path) -> Run:
+        order.append((tool, home.name))
+        out = home / "output.parquet"
+        home.mkdir(parents=True)
+        inputs = tmp_path / "work" / "rows40"
+        cols = ", ".join(COLUMNS[feed.workload])
+        query = f"SELECT {cols} FROM ({oracle_sql(inputs, feed.workload)})"
+        duckdb.sql(f"COPY ({query}) TO '{out}' (FORMAT parquet)")
+        return Run(tool, feed.workload, 40, 1.0, {}, {}, [], 0, 0, str(out))
+
+    plan = bench.Plan((Size(rows=40, epochs=2, accounts=8, customers=4),), repeats=2)
+    figures = bench.measure(plan, ["epochgate", "plain"], tmp_path / "work", runner, ["join"])
+    assert order == [
+        ("epochgate", "epochgate-join-40-0"),
+        ("plain", "plain-join-40-0"),
+        ("epochgate", "epochgate-join-40-1"),
+        ("plain", "plain-join-40-1"),
+    ]
+    assert [(f.tool, f.repeats, f.exact) for f in figures] == [
+        ("epochgate", 2, True),
+        ("plain", 2, True),
+    ]
