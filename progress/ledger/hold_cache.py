@@ -43,17 +43,19 @@ class HoldCache:
     graphs: dict[str, Graph] = field(default_factory=dict)
     counts_through: int | None = None
     captured: frozenset[str] | None = None
-    _counts: dict[str, _Counts] = field(default_factory=dict)
-    _replaced: dict[str, bool] = field(default_factory=dict)
+    replaced: dict[str, bool] = field(default_factory=dict)
+    """Whether each pipeline has a replaced message (set ``True`` once this process replaces
+    one)."""
     workers: dict[tuple[str, str, int], Time | None] = field(default_factory=dict)
     """Where input workers' capabilities stand, by ``(pipeline, node, worker)``."""
+    _counts: dict[str, _Counts] = field(default_factory=dict)
 
     def clear(self) -> None:
         """Forget everything (a rolled-back transaction may have changed what was read)."""
         self.graphs.clear()
         self.counts_through = self.captured = None
         self._counts.clear()
-        self._replaced.clear()
+        self.replaced.clear()
         self.workers.clear()
 
     def counts(self, pipeline: str, graph: Graph) -> list[tuple[CountKey, int]] | None:
@@ -85,12 +87,3 @@ class HoldCache:
                 counts[key] = total
             else:
                 counts.pop(key, None)
-
-    def replaced(self, pipeline: str) -> bool | None:
-        """Whether the pipeline has a replaced message, if known in this hold."""
-        return self._replaced.get(pipeline)
-
-    def keep_replaced(self, pipeline: str, replaced: bool) -> None:
-        """Remember whether the pipeline has a replaced message (``True`` once this process
-        replaces one)."""
-        self._replaced[pipeline] = replaced

@@ -276,14 +276,14 @@ def stale(s: Session, pipeline: str) -> list[tuple[str, Time]]:
     """Runs ``(stage, time)`` whose current output read an input attempt that has since been
     replaced: they must run again (a revision replaced what they read). None can be before the
     pipeline has a replaced message (known once per hold of the file: ``hold_cache``)."""
-    replaced = s.cache.replaced(pipeline)
+    replaced = s.cache.replaced.get(pipeline)
     if replaced is None:
         found = s.row(
             "SELECT EXISTS (SELECT 1 FROM messages WHERE pipeline = ? AND NOT current)",
             [pipeline],
         )
         replaced = bool(found and found[0])
-        s.cache.keep_replaced(pipeline, replaced)
+        s.cache.replaced[pipeline] = replaced
     if not replaced:
         return []
     rows = s.rows(

@@ -153,9 +153,8 @@ class Sessions:
             on_fork=self._forked,
             threads=LEDGER_THREADS,
         )
-        self._checked = -1
-        """The hold of the file whose schema version was checked (once per hold)."""
         self._cache = HoldCache(-1)
+        """What this hold of the file has read; a new hold checks the schema's version first."""
         self._known: dict[str, Graph] = {}
         self._current: Session | None = None
         self._in_transaction = False
@@ -171,14 +170,12 @@ class Sessions:
                 return
             try:
                 with self._file.open() as con:
-                    if self._file.holds != self._checked:
+                    if self._cache.hold != self._file.holds:
                         found = current_version(con)
                         if found > VERSION:
                             raise LedgerSchemaError(str(self.path), found, VERSION)
                         if found < VERSION:
                             migrate(con, found)
-                        self._checked = self._file.holds
-                    if self._cache.hold != self._file.holds:
                         self._cache = HoldCache(self._file.holds)
                     self._current = Session(con, self._known, self._cache)
                     try:
@@ -213,7 +210,6 @@ class Sessions:
         self._guard = threading.RLock()
         self._current, self._in_transaction = None, False
         self._to_sync = set()
-        self._checked = -1
         self._cache = HoldCache(-1)
 
     def release(self) -> None:

@@ -129,7 +129,7 @@ def replace(s: Session, pipeline: str, m: MessageEntry) -> None:
             "WHERE pipeline = ? AND node = ? AND worker = ?)"
         )
         where += [pipeline, m.stage, m.worker]
-    s.cache.keep_replaced(pipeline, True)
+    s.cache.replaced[pipeline] = True
     s.con.execute(
         "UPDATE messages SET current = false WHERE pipeline = ? AND stage = ? "
         f"AND port = ? AND t0 = ? AND t1 = ? AND current{by_worker}",

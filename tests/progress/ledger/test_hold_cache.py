@@ -162,7 +162,7 @@ def test_within_one_hold_the_counts_are_read_once_and_commits_keep_them(tmp_path
                 hold = s.cache.hold
                 graph = s.graph(P)
                 assert s.cache.counts(P, graph) is not None
-                assert s.cache.replaced(P) is None
+                assert s.cache.replaced.get(P) is None
             ledger.send(P, "card_payments", 0, MessageEntry("card_payments", 0, 0, "m0"))
             ledger.advance(P, "card_payments", 0, 1)
             assert ledger.stale(P) == []
@@ -174,9 +174,9 @@ def test_within_one_hold_the_counts_are_read_once_and_commits_keep_them(tmp_path
                 queries.tracker(s, P).pointstamps(), key=repr
             )
             assert remembered
-            assert s.cache.replaced(P) is False
+            assert s.cache.replaced.get(P) is False
         ledger.correct(P, "card_payments", 0, MessageEntry("card_payments", 0, 0, "m0b"))
         with holder_session(ledger) as s:
-            assert s.cache.replaced(P) is True
+            assert s.cache.replaced.get(P) is True
     finally:
         ledger.release()
