@@ -4,7 +4,10 @@ every process a test starts killed with the session (``tests.reaper``)."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -24,20 +27,33 @@ and compiles again all its life (about an eighth of such a JVM's CPU); the usual
 that. Their heaps are small: the serial collector, with no threads of its own, spends about a
 tenth less CPU on them than the default one."""
 
+JVM_TEMP = "-Djava.io.tmpdir="
+"""Where the suite's JVMs keep their temporary files (Spark's local and artifact directories, the
+native libraries they unpack): a directory of the session's, removed when it ends. A JVM a test
+kills leaves its own there, not in the machine's /tmp."""
+
+
+_jvm_temp = pytest.StashKey[Path]()
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """In an xdist worker (which inherits the controller's mark and environment): map the mark for
     what the worker forks. In the controller, before any worker or test starts a process: mark the
     session's processes and start their watchdog; start making the JVMs' class-data archive when the
     machine has none (every JVM the suite starts once it is there maps it), and give those JVMs (its
-    maker's first) the suite's options."""
+    maker's first) the suite's options and temporary directory."""
     if hasattr(config, "workerinput"):
         reaper.adopt()  # its forks are the session's even under the worker's process titles
     else:
         reaper.start()
         from pipelines.spark import jvm
 
-        os.environ.setdefault(jvm.OPTIONS_ENV, FAST_START)  # the archive's maker's JVM too
+        options = os.environ.get(jvm.OPTIONS_ENV, FAST_START)  # the archive's maker's JVM too
+        if JVM_TEMP not in options:
+            temp = tempfile.mkdtemp(prefix="epochgate-suite-jvm-")
+            config.stash[_jvm_temp] = Path(temp)
+            options = f"{options} {JVM_TEMP}{temp}"
+        os.environ[jvm.OPTIONS_ENV] = options
         if config.option.markexpr != "unit":  # ``make unit`` starts no JVM
             jvm.java_options()  # when missing, made in the background: the first JVMs go without
 
@@ -55,11 +71,15 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The controller's last act (its workers are gone by then): kill what its tests left, but
     its own Spark JVM (a run without workers), which ends with it once Python has let go of its
-    Java objects: killed before, each of those objects' finalizers logs a traceback at exit."""
+    Java objects: killed before, each of those objects' finalizers logs a traceback at exit. Then
+    remove the JVMs' temporary directory."""
     from pipelines.spark._internals import gateway_pid
 
     own = gateway_pid()
     reaper.finish(spare=() if own is None else (own,))
+    temp = config.stash.get(_jvm_temp, None)
+    if temp is not None:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
