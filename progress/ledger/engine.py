@@ -9,9 +9,11 @@ A holder given a ``linger`` keeps the lock and the attachment after a use, for t
 find them (a read of a few rows then costs its queries only). It lets them go as soon as another
 holder wants the file, after ``linger`` seconds without a use, and at exit. A waiter marks its
 wait with a shared lock on ``{file}.want`` (every holder of such a file does: ``marks_waits``);
-the lingering holder looks at that mark before each use and, while it lingers, every
-``WANT_POLL`` seconds. Before it detaches it calls ``on_release`` with the connection, so work
-it put off (counters, marks) is written before any other holder can read the file.
+the lingering holder looks at that mark before each use and, while it lingers, as soon as a
+waiter marks it (``want_watch``: the waiter touches the mark, and the holder's watcher sleeps
+until then; it looks every ``WANT_POLL`` seconds where it cannot). Before it detaches it calls
+``on_release`` with the connection, so work it put off (counters, marks) is written before any
+other holder can read the file.
 
 A fork first takes every holder's guard (waiting at most ``FORK_WAIT`` for a use under way,
 the forking thread's own included) and lets go each hold it got, as its linger would, so the
@@ -58,11 +60,15 @@ from progress.errors import (
     LedgerLockTimeoutError,
     LedgerMissingError,
 )
-from progress.ledger.lock import LedgerLock, unmark
+from progress.ledger.lock import LedgerLock, mark, unmark
+from progress.ledger.want_watch import WantWatch
 
 ALIAS = "attached"
 WANT_POLL = 0.005
-"""Seconds between a lingering holder's looks for another holder that wants the file."""
+"""Seconds between a lingering holder's looks for another holder that wants the file, where it
+cannot sleep until one marks its wait (``want_watch``)."""
+IDLE_LOOK = 0.5
+"""Seconds at most between a sleeping watcher's looks at its hold (its linger may change)."""
 ATTACH_RETRY = 0.05
 """Seconds between attempts to attach a file another process has attached."""
 FORK_WAIT = 0.05
@@ -108,6 +114,7 @@ class AttachedFile:
         self._held: LedgerLock | None = None
         self._last_use = 0.0
         self._want_fd: int | None = None
+        self._want_watch: WantWatch | None = None  # what the current hold's watcher sleeps on
         self._watched = 0
         self._attached = False  # whether the engine has the file attached
         self._inherited = False  # a forked child's: the parent's engine had it attached
@@ -200,7 +207,7 @@ class AttachedFile:
             raise LedgerMissingError(str(self.path), label=self.label)
         quoted = str(self.path).replace("'", "''")
         started = time.monotonic()
-        mark: int | None = None  # a wait marked on ``.want``, once the attach is refused
+        marked: int | None = None  # a wait marked on ``.want``, once the attach is refused
         try:
             while True:
                 try:
@@ -218,13 +225,13 @@ class AttachedFile:
                     # It may linger on it: the mark tells it to let go.
                     if waited >= self.lock_timeout:
                         raise LedgerLockTimeoutError(str(self.path), waited, None) from err
-                    if mark is None and self.marks_waits:
-                        mark = self._open_want()
-                        fcntl.flock(mark, fcntl.LOCK_SH)
+                    if marked is None and self.marks_waits:
+                        marked = self._open_want()
+                        mark(marked)
                     time.sleep(ATTACH_RETRY)
         finally:
-            if mark is not None:
-                unmark(mark)
+            if marked is not None:
+                unmark(marked)
         try:
             con.execute(f"USE {ALIAS}")
             found = os.stat(self.path)
@@ -287,6 +294,9 @@ class AttachedFile:
                 lock.forget()
         self._held = self._lock = None
         self._close_want()
+        watch, self._want_watch = self._want_watch, None
+        if watch is not None:
+            watch.close()  # this process's copies: the parent's watcher still sleeps on its own
         self._watched = 0
         self._inherited = self._inherited or self._attached  # a grandchild's copy is stale too
         self._attached = False
@@ -326,14 +336,21 @@ class AttachedFile:
                 self._detach()
             finally:
                 lock.release()
+                watch, self._want_watch = self._want_watch, None
+                if watch is not None:
+                    watch.wake()  # its watcher ends (it closes the watch then, not before)
 
     def _watch(self) -> None:
         """Start the thread that lets a lingering hold go (one per hold)."""
         if self._held is None or self._watched == self.holds:
             return
         self._watched = self.holds
+        self._want_watch = WantWatch.open(self.want_path)
         threading.Thread(  # it keeps the holder alive until the hold ends
-            target=_watch, args=(self, self.holds), name=f"{self.label}-linger"
+            target=_watch,
+            args=(self, self.holds, self._want_watch),
+            name=f"{self.label}-linger",
+            daemon=True,  # at exit the hold is let go by ``_release_all_at_exit``
         ).start()
 
 
@@ -352,25 +369,28 @@ def _detach(con: Any) -> None:
             raise
 
 
-def _watch(holder: AttachedFile, hold: int) -> None:
-    """Let ``holder``'s hold number ``hold`` go once it has been idle ``linger`` seconds,
-    another holder wants the file, or the process's main thread has ended (also when nothing
-    else refers to ``holder`` any more). It is not a daemon: an exiting process waits for it,
-    at most ``WANT_POLL``, so the file is detached before the interpreter stops its threads."""
-    main = threading.main_thread()
-    while True:
-        time.sleep(WANT_POLL)
-        if not holder._guard.acquire(blocking=False):
-            continue  # in use: it looks at the mark itself before each use
-        try:
-            if holder._held is None or holder.holds != hold:
-                return  # let go already (a later hold has a watcher of its own)
-            idle = time.monotonic() - holder._last_use >= holder.linger
-            if idle or not main.is_alive() or holder._wanted():
-                holder._release()
-                return
-        finally:
-            holder._guard.release()
+def _watch(holder: AttachedFile, hold: int, watch: WantWatch | None) -> None:
+    """Let ``holder``'s hold number ``hold`` go once it has been idle ``linger`` seconds or
+    another holder wants the file. It sleeps on ``watch`` (a waiter's mark wakes it, and so
+    does the hold's end) or, without one, looks every ``WANT_POLL`` seconds; a look waits for
+    a use under way to end."""
+    try:
+        while True:
+            if watch is None:
+                time.sleep(WANT_POLL)
+            else:
+                idle_in = holder.linger - (time.monotonic() - holder._last_use)
+                watch.wait(min(idle_in, IDLE_LOOK))
+            with holder._guard:
+                if holder._held is None or holder.holds != hold:
+                    return  # let go already (a later hold has a watcher of its own)
+                idle = time.monotonic() - holder._last_use >= holder.linger
+                if idle or holder._wanted():
+                    holder._release()
+                    return
+    finally:
+        if watch is not None:
+            watch.close()
 
 
 _HOLDERS: weakref.WeakSet[AttachedFile] = weakref.WeakSet()

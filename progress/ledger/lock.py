@@ -92,12 +92,12 @@ class LedgerLock:
         if self.want is None:
             self._wait(fd, started)
             return
-        mark = self._open(self.want)
+        mark_fd = self._open(self.want)
         try:
-            fcntl.flock(mark, fcntl.LOCK_SH)
+            mark(mark_fd)
             self._wait(fd, started)
         finally:
-            unmark(mark)
+            unmark(mark_fd)
 
     def _wait(self, fd: int, started: float) -> None:
         """Block in the kernel's queue (fairer than polling, which lets the last holder win
@@ -151,6 +151,14 @@ class LedgerLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def mark(fd: int) -> None:
+    """Mark a wait on an open ``.want`` file: a shared lock, then the file's times set, which
+    wakes a lingering holder's watcher at once (``want_watch``)."""
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    with suppress(OSError):  # the lock is the mark; a holder that sleeps on it also looks again
+        os.utime(fd)
 
 
 def unmark(mark: int) -> None:

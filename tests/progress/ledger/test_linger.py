@@ -1,5 +1,6 @@
 """A ledger kept attached between sessions: calls in a row open it once, another process gets
-it within milliseconds and sees every commit, and an exiting process lets it go first."""
+it within milliseconds and sees every commit, an exiting process lets it go first, and a
+lingering holder sleeps until a waiter marks the file."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from progress.ledger import Ledger
+from progress.ledger.engine import IDLE_LOOK
+from progress.ledger.want_watch import WantWatch
 from tests.lock_files import free, wait_free
 from tests.progress.ledger.scenario import bank_graph
 from tests.waiting import wait_until
@@ -169,3 +172,43 @@ def test_release_all_lets_every_lingering_file_of_the_process_go(tmp_path: Path)
     release_all()
     assert all(free(p) for p in paths)
     assert ledgers[0].pipelines() == ["bank"]  # attached again on the next use
+
+
+def watcher_of(ledger: Ledger) -> threading.Thread:
+    """The thread watching ``ledger``'s current hold."""
+    file = ledger._sessions._file
+    found = [
+        t
+        for t in threading.enumerate()
+        if linger(t) and t._args[0] is file  # type: ignore[attr-defined]
+    ]
+    assert found, "no watcher for the ledger's hold"
+    return found[-1]
+
+
+def wakeups(thread: threading.Thread) -> int:
+    """How many times ``thread`` has gone to sleep and been woken (its voluntary switches)."""
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    (line,) = [x for x in status.splitlines() if x.startswith("voluntary_ctxt_switches")]
+    return int(line.split()[1])
+
+
+def test_a_lingering_holder_sleeps_until_a_waiter_marks_the_file_and_lets_it_go_at_once(
+    tmp_path: Path,
+) -> None:
+    path, ledger = registered(tmp_path, 60)
+    assert WantWatch.open(path.with_name(path.name + ".want")) is not None  # inotify here
+    watcher = watcher_of(ledger)
+    before = wakeups(watcher)
+    time.sleep(1.0)
+    # Asleep: woken twice a second at most (to look at its linger), not every few ms.
+    assert wakeups(watcher) - before <= 10
+    waited = []
+    for _ in range(5):
+        ledger.pipelines()  # held again, lingering
+        started = time.monotonic()
+        assert Ledger(path, lock_timeout=10, linger=0).pipelines() == ["bank"]
+        waited.append(time.monotonic() - started)
+    # The waiter's mark wakes the watcher at once, not at its next look: half a second after
+    # the hold began (``IDLE_LOOK``), as each of these waits would take without the wake.
+    assert sorted(waited)[2] < IDLE_LOOK / 2, waited
