@@ -58,6 +58,8 @@ def follow(
                 last_given = time.monotonic()
                 yield Completed(epoch, read(epoch), revision=True)
         while not (closed and upcoming > last) and not finality.holds(stage, upcoming):
+            if upcoming > last and finality.closed(stage):
+                break  # closed since it was asked: past the last message there is no epoch
             given[upcoming] = _versions(finality, stage).get(upcoming, frozenset())
             last_given = time.monotonic()
             yield Completed(upcoming, read(upcoming), revision=False)
