@@ -17,7 +17,6 @@ import ctypes
 import ctypes.util
 import os
 import select
-import struct
 from contextlib import suppress
 from pathlib import Path
 
@@ -26,10 +25,9 @@ IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
 IN_DELETE_SELF = 0x00000400
 IN_MOVE_SELF = 0x00000800
-IN_IGNORED = 0x00008000
 _MASK = IN_ATTRIB | IN_MOVED_TO | IN_CREATE | IN_DELETE_SELF | IN_MOVE_SELF
-_EVENT = struct.Struct("iIII")
-"""An inotify event's header: watch, mask, cookie, length of the name that follows."""
+"""What wakes the watcher. Any event in the directory does (the watcher then looks at the mark
+itself): the few others than the mark's cost a look each, and no event is parsed."""
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -48,12 +46,9 @@ _LIBC = _libc()
 class WantWatch:
     """Wakes a sleeping watcher when ``want`` is marked, or when ``wake`` is called."""
 
-    def __init__(self, inotify: int, want: Path) -> None:
+    def __init__(self, inotify: int) -> None:
         self._inotify = inotify
-        self._name = os.fsencode(want.name)
         self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self.gone = False
-        """Whether the directory went away (the watch ended with it)."""
 
     @classmethod
     def open(cls, want: Path) -> WantWatch | None:
@@ -66,16 +61,16 @@ class WantWatch:
         if int(_LIBC.inotify_add_watch(fd, os.fsencode(want.parent), _MASK)) < 0:
             os.close(fd)
             return None
-        return cls(fd, want)
+        return cls(fd)
 
-    def wait(self, timeout: float) -> bool:
-        """Sleep until the mark may have been taken (True), ``wake`` was called or ``timeout``
-        seconds passed (False)."""
+    def wait(self, timeout: float) -> None:
+        """Sleep until something happened in the mark's directory (the mark may have been
+        taken), ``wake`` was called or ``timeout`` seconds passed."""
         ready, _, _ = select.select([self._inotify, self._wake_read], [], [], max(0.0, timeout))
-        if self._wake_read in ready:
+        for fd in ready:  # drain what woke it
             with suppress(BlockingIOError):
-                os.read(self._wake_read, 64)
-        return self._inotify in ready and self._marked()
+                while os.read(fd, 65536):
+                    pass
 
     def wake(self) -> None:
         """End a ``wait`` now (the hold it watches for was let go)."""
@@ -86,21 +81,3 @@ class WantWatch:
         for fd in (self._inotify, self._wake_read, self._wake_write):
             with suppress(OSError):
                 os.close(fd)
-
-    def _marked(self) -> bool:
-        """Read the events queued: whether one is about the mark, or the directory is gone."""
-        marked = False
-        while True:
-            try:
-                data = os.read(self._inotify, 65536)
-            except BlockingIOError:
-                return marked
-            at = 0
-            while at + _EVENT.size <= len(data):
-                _, mask, _, length = _EVENT.unpack_from(data, at)
-                name = data[at + _EVENT.size : at + _EVENT.size + length].rstrip(b"\0")
-                at += _EVENT.size + length
-                if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
-                    self.gone = marked = True
-                elif name == self._name:
-                    marked = True
