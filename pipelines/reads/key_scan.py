@@ -6,8 +6,9 @@ The messages a partial stage reads are sorted by its key in small row groups
 (reader, footer, task split: 3.5-4 ms a file, measured on 200,000-row messages), so an upquery
 of one key grew with the number of epochs of history. Read here instead, with pyarrow in the
 driver, a file costs the read of the row groups that can hold the keys, and its footer is read
-once per process (``Footers``: an attempt's files are never rewritten, so a footer never goes
-stale). What the scan read is counted (``ScanPlan``), so tests can tell that it skipped the rest.
+once per process (``pipelines.spark.footers.Footers``: an attempt's files are never rewritten,
+so a footer never goes stale). What the scan read is counted (``ScanPlan``), so tests can tell
+that it skipped the rest.
 
 ``plan`` decides: the driver reads when the row groups that can hold the keys have at most
 ``DRIVER_ROWS`` rows and every column has a plain type (integers, floats, strings, binary,
@@ -30,7 +31,6 @@ hundred ms (its Spark job and the state store's transaction).
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipelines.spark.footers import Footers
 from state_store import Key
 
 if TYPE_CHECKING:
@@ -48,27 +49,6 @@ if TYPE_CHECKING:
 DRIVER_ROWS = 4_000_000
 """At most this many rows in the row groups that can hold the keys, the driver reads them
 (about a second of decoding); past it a Spark scan shares the work among its cores."""
-FOOTERS_KEPT = 4_096
-"""Footers kept per process (least recently used go first)."""
-
-
-class Footers:
-    """Parquet footers by file path, read once: message files are immutable."""
-
-    def __init__(self, kept: int = FOOTERS_KEPT) -> None:
-        self.kept = kept
-        self._by_path: OrderedDict[str, pq.FileMetaData] = OrderedDict()
-
-    def get(self, path: str) -> pq.FileMetaData:
-        found = self._by_path.get(path)
-        if found is None:
-            found = pq.read_metadata(path)
-            self._by_path[path] = found
-            while len(self._by_path) > self.kept:
-                self._by_path.popitem(last=False)
-        else:
-            self._by_path.move_to_end(path)
-        return found
 
 
 @dataclass(frozen=True)

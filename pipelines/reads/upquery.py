@@ -44,6 +44,7 @@ from pipelines.reads import key_scan
 from pipelines.run.kinds import run_of
 from pipelines.spark.empty import empty_frame
 from pipelines.spark.engine import engine_of
+from pipelines.spark.footers import Footers
 from pipelines.stages.families import chain
 from pipelines.stages.kinds import KeyedStage
 from progress import Target, faults
@@ -145,7 +146,7 @@ class Upquery:
     def __init__(self, runtime: Host) -> None:
         self.rt = runtime
         self.partial = PartialKeys(runtime.state)
-        self.footers = key_scan.Footers()
+        self.footers = Footers()
         self.driver_rows = key_scan.DRIVER_ROWS
         """At most this many rows in the row groups that can hold the keys, the driver reads
         them (``pipelines.reads.key_scan``); else Spark scans."""

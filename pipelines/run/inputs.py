@@ -39,7 +39,7 @@ from pipelines.run.layout import sort_key, write_sorted
 from pipelines.run.schema_check import check_columns
 from pipelines.run.snapshot import snapshot
 from pipelines.run.storage import DataStore, new_attempt
-from pipelines.spark.footers import free_of_nulls
+from pipelines.spark.footers import Footers, free_of_nulls
 from pipelines.stages.expectations import Expectation
 from pipelines.stages.kinds import DimensionStage, Feed, SourceStage
 from progress import Graph, InputHandle, Time
@@ -88,12 +88,13 @@ def refuse_null_keys(
     *,
     file: str | None,
     written: Sequence[Path] = (),
+    footers: Footers | None = None,
 ) -> None:
     """Raise ``InputValidationError`` naming the key column when a row of ``df`` has a null
     key. The footers of ``written`` (every file ``df``'s rows were written to) answer without
     a Spark job when they say no key column holds a null (``pipelines.spark.footers``); else,
     or with nothing written, one ``limit(1)`` job over ``df`` looks."""
-    if not key or (written and free_of_nulls(written, key)):
+    if not key or (written and free_of_nulls(written, key, footers)):
         return
     from pyspark.sql import functions as F
 
@@ -297,17 +298,21 @@ class SourceInput:
             msg = f"cannot write the data: {first_line(err)}"
             raise InputValidationError(self.source, epoch, msg, file=file) from err
         files = [path] if written.quarantine is None else [path, written.quarantine]
+        footers = Footers()  # the key check's footers count the rows too
         try:
-            refuse_null_keys(self.source, epoch, frame, key, file=file, written=files)
+            refuse_null_keys(
+                self.source, epoch, frame, key, file=file, written=files, footers=footers
+            )
         except BaseException:
             for made in files:
                 shutil.rmtree(made, ignore_errors=True)
             raise
-        rows, size = rt.store.stats(path)
+        rows, size = rt.store.stats(path, footers)
         staged = Staged(MessageEntry(self.source, 0, epoch, attempt, str(path), rows, size))
         staged.checked = written.checked
         if written.quarantine is not None:
-            staged.quarantine = (str(written.quarantine), *rt.store.stats(written.quarantine))
+            quarantined = rt.store.stats(written.quarantine, footers)
+            staged.quarantine = (str(written.quarantine), *quarantined)
         return staged
 
     @property

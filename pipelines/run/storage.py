@@ -16,9 +16,8 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from pipelines.spark._internals import missing_file
+from pipelines.spark.footers import Footers, rows_and_bytes
 from progress import Time
 from progress.timestamp import time_directory
 
@@ -67,13 +66,9 @@ class DataStore:
         )
 
     @staticmethod
-    def stats(path: Path) -> tuple[int, int]:
+    def stats(path: Path, footers: Footers | None = None) -> tuple[int, int]:
         """Rows and bytes of a written attempt, from the Parquet footers (no Spark job)."""
-        rows = size = 0
-        for part in sorted(Path(path).glob("*.parquet")):
-            rows += pq.ParquetFile(part).metadata.num_rows
-            size += part.stat().st_size
-        return rows, size
+        return rows_and_bytes(path, footers)
 
     def collect_garbage(
         self, pipeline: str, keep: Iterable[str], *, older_than: float = 3600.0

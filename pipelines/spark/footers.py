@@ -1,5 +1,5 @@
-"""What the Parquet footers of a written message tell without a Spark job: its Spark schema, and
-whether a column holds a null.
+"""What the Parquet footers of a written message tell without a Spark job: its Spark schema,
+whether a column holds a null, how many rows it has.
 
 Spark writes a DataFrame's schema into each file's footer (the key ``SPARK_SCHEMA_KEY``) and a
 null count per column chunk. Reading a message with ``spark.read.parquet(path)`` and no schema
@@ -9,11 +9,15 @@ footer read with pyarrow takes about a millisecond. Likewise a check for null ke
 run a ``limit(1)`` job over the input (0.3-0.5 s at 2,000 rows) is answered by the null counts
 when every file has them. Spark applies ``asNullable`` to any schema given to a file read, so a
 read with the footer's schema gives the very columns inference gives.
+
+A message's files are never rewritten, so their footers are read once where several checks of
+one message ask (``Footers``: a send's checks of what it wrote, an upquery's files).
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +29,30 @@ if TYPE_CHECKING:
 
 SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 """The footer key under which Spark's Parquet writer keeps the schema of the rows, as JSON."""
+
+
+FOOTERS_KEPT = 4_096
+"""Footers kept per process (least recently used go first)."""
+
+
+class Footers:
+    """Parquet footers by file path, each read once: message files are never rewritten (give it
+    only such files)."""
+
+    def __init__(self, kept: int = FOOTERS_KEPT) -> None:
+        self.kept = kept
+        self._by_path: OrderedDict[str, pq.FileMetaData] = OrderedDict()
+
+    def get(self, path: str) -> pq.FileMetaData:
+        found = self._by_path.get(path)
+        if found is None:
+            found = pq.read_metadata(path)
+            self._by_path[path] = found
+            while len(self._by_path) > self.kept:
+                self._by_path.popitem(last=False)
+        else:
+            self._by_path.move_to_end(path)
+        return found
 
 
 def parts(path: str | Path) -> list[Path]:
@@ -54,14 +82,17 @@ def spark_schema(paths: Sequence[str | Path]) -> StructType | None:
     return None
 
 
-def free_of_nulls(paths: Sequence[str | Path], columns: Sequence[str]) -> bool:
+def free_of_nulls(
+    paths: Sequence[str | Path], columns: Sequence[str], footers: Footers | None = None
+) -> bool:
     """True when the footers of every file of ``paths`` say that ``columns`` (top-level ones)
     hold no null: each row group has the column, with a null count of 0. False when any may
     hold one, or a footer does not say (then Spark must look)."""
+    read = footers or Footers()
     for path in paths:
         for part in parts(path):
             try:
-                meta = pq.read_metadata(part)
+                meta = read.get(str(part))
             except OSError:
                 return False
             index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
@@ -73,3 +104,13 @@ def free_of_nulls(paths: Sequence[str | Path], columns: Sequence[str]) -> bool:
                     if stats is None or not stats.has_null_count or stats.null_count:
                         return False
     return True
+
+
+def rows_and_bytes(path: str | Path, footers: Footers | None = None) -> tuple[int, int]:
+    """Rows and bytes of a message's data directory (or file), from its footers."""
+    read = footers or Footers()
+    rows = size = 0
+    for part in parts(path):
+        rows += read.get(str(part)).num_rows
+        size += part.stat().st_size
+    return rows, size

@@ -12,9 +12,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
-from pipelines.reads.key_scan import Footers, arrow_type, plan, read
+from pipelines.reads.key_scan import arrow_type, plan, read
 from pipelines.run.layout import ROW_GROUP_ROWS
 from pipelines.run.runtime import Runtime
+from pipelines.spark.footers import Footers
 from progress.ledger import Ledger
 from tests.fixtures.partials import MOVES, Move, Raw, ledger_pipeline
 

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from pipelines.errors import InputValidationError
 from pipelines.run.runtime import Runtime
+from pipelines.spark import footers
 from progress import ClosedHandleError, InvalidInputTimeError, TimeRegressionError, WorkerMovedError
 from progress.ledger import CommitResult, Ledger, MessageEntry
 from tests.fixtures.shop import ARROW, shop
@@ -98,18 +99,27 @@ def test_a_dataframe_with_a_bad_column_names_it(rt: Runtime, spark: SparkSession
 
 
 def test_a_keyed_dataframe_is_checked_by_its_written_footers_not_a_job_of_its_own(
-    rt: Runtime, spark: SparkSession
+    rt: Runtime, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its write is the send's only Spark job: the footers say the key holds no null."""
+    """Its write is the send's only Spark job: the footers say the key holds no null, and
+    count its rows, each footer read once."""
     df = spark.createDataFrame(
         [(1, "ann", "toys", 5.0), (2, "bob", "food", 1.0)],
         "order_id long, customer string, category string, amount double",
     )
+    read: list[str] = []
+    real = footers.pq.read_metadata
+    monkeypatch.setattr(footers.pq, "read_metadata", lambda p: read.append(str(p)) or real(p))
     group = f"test-inputs-{uuid.uuid4().hex}"
     with job_group(spark, group):
         rt.input("orders", 0).send(df)
     assert len(spark.sparkContext.statusTracker().getJobIdsForGroup(group)) == 1
-    assert rt.ledger.history("shop", "orders", 0).messages[0].rows == 2
+    message = rt.ledger.history("shop", "orders", 0).messages[0]
+    assert message.rows == 2
+    assert message.path is not None
+    written = [str(part) for part in footers.parts(message.path)]
+    assert written
+    assert sorted(read) == written
 
 
 @pytest.mark.parametrize("drop", [False, True], ids=["kept", "quarantined"])
