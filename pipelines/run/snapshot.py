@@ -19,6 +19,9 @@ from progress import Time
 
 Identity = tuple[int, int, int]
 
+COPY_CHUNK = 1 << 30
+"""Bytes asked of ``copy_file_range`` at a time (it copies up to the file's end)."""
+
 
 def identity(st: os.stat_result) -> Identity:
     """What changes when a file is rewritten in place: inode, size, modification time. (Not
@@ -33,8 +36,30 @@ def _copy_file(source: Path, target: Path) -> bool:
     with source.open("rb") as fin:
         before = identity(os.fstat(fin.fileno()))
         with target.open("wb") as fout:
-            shutil.copyfileobj(fin, fout, 1 << 20)
+            if not _copy_in_kernel(fin.fileno(), fout.fileno(), before[1]):
+                fin.seek(0)
+                fout.seek(0)
+                fout.truncate()
+                shutil.copyfileobj(fin, fout, 1 << 20)
         return identity(os.fstat(fin.fileno())) == before
+
+
+def _copy_in_kernel(fin: int, fout: int, size: int) -> bool:
+    """Copy the ``size`` bytes of ``fin`` into ``fout`` with ``copy_file_range(2)``: the kernel
+    moves them (a file system that shares extents makes it a reflink), about half the time of a
+    copy through this process's memory. False where it cannot, or copied another number of
+    bytes (not Linux, an old kernel, a file system that refuses or says it copied nothing): the
+    caller copies through memory."""
+    copy_range = getattr(os, "copy_file_range", None)
+    if copy_range is None:
+        return False
+    copied = 0
+    try:
+        while step := copy_range(fin, fout, COPY_CHUNK):
+            copied += step
+    except OSError:
+        return False
+    return copied == size
 
 
 def _files(source: Path) -> list[Path]:
