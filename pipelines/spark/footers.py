@@ -32,7 +32,7 @@ SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 
 
 FOOTERS_KEPT = 4_096
-"""Footers kept per process (least recently used go first)."""
+"""Footers one ``Footers`` keeps (the least recently used go first)."""
 
 
 class Footers:
