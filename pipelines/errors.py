@@ -41,6 +41,7 @@ from progress.errors import (
     LedgerSchemaError,
     LedgerStorageError,
     LedgerUnwritableError,
+    NothingToCorrectError,
     ProgressError,
     StateStoreError,
     TimeRegressionError,
@@ -50,6 +51,7 @@ from progress.errors import (
     UnregisteredPipelineError,
     WorkerError,
     WorkerMovedError,
+    WorkerRuleError,
     WorkerTimeError,
 )
 from progress.sentences import expectation_failed, failed_expectation, no_such_stage
@@ -85,11 +87,13 @@ __all__ = [
     "HandleError",
     "WorkerError",
     "WorkerTimeError",
+    "WorkerRuleError",
     "TimeRegressionError",
     "InvalidInputTimeError",
     "ClosedHandleError",
     "WorkerMovedError",
     "EpochNotReachedError",
+    "NothingToCorrectError",
     # the progress core
     "ProgressError",
     "InvalidTimeError",
@@ -227,9 +231,10 @@ class InputValidationError(PipelineError, ValueError):
 
 class InputChangedError(InputValidationError):
     """An input file (or a file of an input directory) that changed while it was being sent:
-    its size or modification time moved while it was copied. What was copied may mix two
-    versions, so nothing was committed; send it again once its writer is done (a writer that
-    writes a new file and renames it over the old one never causes this)."""
+    its size or modification time moved while it was copied, or (in a directory) a file copied
+    was replaced before the last was copied, or a file came or went. What was copied may mix
+    two versions, so nothing was committed; send it again once its writer is done (a writer
+    that writes a new single file and renames it over the old one never causes this)."""
 
 
 class InvalidEpochError(PipelineError, ValueError):

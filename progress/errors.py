@@ -147,9 +147,8 @@ class WorkerTimeError(WorkerError):
         super().__init__(pipeline, node, worker, f", {_at(current)}: {text}")
 
 
-class TimeRegressionError(WorkerTimeError):
-    """An input handle asked to move its capability below the time it is at (moving to the
-    time it is at does nothing)."""
+class WorkerRuleError(WorkerTimeError):
+    """A ``WorkerTimeError`` whose sentence follows from the two times alone (``said``)."""
 
     def __init__(
         self,
@@ -160,11 +159,24 @@ class TimeRegressionError(WorkerTimeError):
         *,
         pipeline: str | None = None,
     ) -> None:
-        text = (
+        text = self.said(current, requested)
+        super().__init__(node, worker, current, requested, text, pipeline=pipeline)
+
+    @staticmethod
+    def said(current: object, requested: object) -> str:
+        raise NotImplementedError
+
+
+class TimeRegressionError(WorkerRuleError):
+    """An input handle asked to move its capability below the time it is at (moving to the
+    time it is at does nothing)."""
+
+    @staticmethod
+    def said(current: object, requested: object) -> str:
+        return (
             f"cannot advance to epoch {requested}; epochs only move forward "
             "(advancing to the epoch it is at does nothing)"
         )
-        super().__init__(node, worker, current, requested, text, pipeline=pipeline)
 
 
 class InvalidInputTimeError(WorkerTimeError, InvalidTimeError):
@@ -223,23 +235,31 @@ class WorkerMovedError(WorkerError):
         )
 
 
-class EpochNotReachedError(WorkerTimeError):
+class EpochNotReachedError(WorkerRuleError):
     """A correction for an epoch the input worker has not reached yet."""
 
-    def __init__(
-        self,
-        node: str,
-        worker: int,
-        current: object,
-        requested: object,
-        *,
-        pipeline: str | None = None,
-    ) -> None:
-        text = (
+    @staticmethod
+    def said(current: object, requested: object) -> str:
+        return (
             f"cannot correct epoch {requested}, which it has not reached; "
             "send() data for the epoch it is at"
         )
-        super().__init__(node, worker, current, requested, text, pipeline=pipeline)
+
+
+class NothingToCorrectError(WorkerRuleError):
+    """A correction at an epoch the input worker has passed (or any, once closed) where it has
+    no message: it closed before it sent there, or passed the epoch without sealing it. A
+    correction replaces what the worker sent, and the outputs that read it are re-run; data at
+    an epoch where the worker sent nothing would reach no output, so it is refused."""
+
+    @staticmethod
+    def said(current: object, requested: object) -> str:
+        why = "closed before it sent there" if current is None else "passed it without sending"
+        return (
+            f"cannot correct epoch {requested}, where it sent nothing (it {why}): a correction "
+            "replaces what the worker sent, and adding data at an epoch where it sent none is "
+            "not supported yet"
+        )
 
 
 class LedgerError(ProgressError):

@@ -111,6 +111,11 @@ class InputHandle:
     def closed(self) -> bool:
         return self._closed
 
+    def has_passed(self, time: Time) -> bool:
+        """Whether this worker can no longer send at ``time``: it is closed, or its capability
+        is not at or below ``time``."""
+        return self._closed or not less_equal(self._time, time)
+
     def send(self, port: int = 0, *, at: object = None) -> list[Update]:
         """Announce one message on output ``port``: +1 at each target, at the current time or
         at ``at``, any time greater than or equal to it (the capability held at the current

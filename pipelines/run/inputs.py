@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
-from pipelines.errors import InputValidationError, first_line
+from pipelines.errors import InputValidationError, NothingToCorrectError, first_line
 from pipelines.run import expectations
 from pipelines.run.expectations import ExpectationFailed
 from pipelines.run.file_inputs import check_file
@@ -175,9 +175,17 @@ class SourceInput:
         moves, the other workers' messages at ``epoch`` stay, and every output that read a
         replaced message becomes stale: ``Runtime.run()`` re-runs each once (a stateful stage
         from ``epoch`` on). An epoch the worker has not reached raises ``EpochNotReachedError``
-        (``send`` data for the epoch it is at)."""
+        (``send`` data for the epoch it is at), and one it has passed where it has no message
+        (it closed before it sent there) ``NothingToCorrectError``."""
         rt = self.runtime
-        self._handle().correct(epoch)  # before any work; the ledger checks it again
+        handle = self._handle()
+        handle.correct(epoch)  # before any work; the ledger checks these again
+        p = rt.pipeline.name
+        if handle.has_passed(epoch) and not rt.ledger.worker_sent(
+            p, self.source, self.worker, epoch, sealed=True
+        ):
+            current = None if handle.closed else handle.time
+            raise NothingToCorrectError(self.source, self.worker, current, epoch, pipeline=p)
         if isinstance(self._stage, DimensionStage) and not rt.ledger.worker_sent(
             rt.pipeline.name, self.source, self.worker, epoch
         ):  # its readers there read an earlier table: they would not be found stale

@@ -17,8 +17,9 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from progress.errors import LedgerError, WorkerMovedError
+from progress.errors import LedgerError, NothingToCorrectError, WorkerMovedError
 from progress.handles import InputHandle
+from progress.ledger import queries
 from progress.ledger.records import CommitResult, MessageEntry, Origin, OriginKind
 from progress.ledger.sessions import Session
 from progress.ledger.writer import committed, write_batch
@@ -132,12 +133,22 @@ def close(node: str, worker: int) -> Action:
     )
 
 
-def correct(node: str, worker: int, message: MessageEntry, port: int) -> Action:
+def correct(pipeline: str, node: str, worker: int, message: MessageEntry, port: int) -> Action:
     """The worker's messages at the time of ``message``, a time it has reached, replaced by
-    ``message``: the other workers' messages there stay, and nothing is counted or moved."""
+    ``message``: the other workers' messages there stay, and nothing is counted or moved. At a
+    time it has passed (or any, once closed) it needs a message there to replace (sent, or
+    sealed empty): else no output read the epoch's data from it, none would be re-run, and the
+    correction would reach nothing (``NothingToCorrectError``). At the time it is at, its data
+    is read once the worker passes it (its send or its seal counts the epoch)."""
 
     def effect(handle: InputHandle, s: Session) -> InputEffect:
         batch = handle.correct(message.time)
+        time = message.time
+        if handle.has_passed(time) and not queries.worker_sent(
+            s, pipeline, node, worker, time, sealed=True
+        ):
+            current = None if handle.closed else handle.time
+            raise NothingToCorrectError(node, worker, current, time, pipeline=pipeline)
         entry = dataclasses.replace(message, stage=node, port=port, replaces=True, worker=worker)
         return batch, [entry], Origin.correction(node, worker, message.time)
 

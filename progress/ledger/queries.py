@@ -215,14 +215,18 @@ def messages_as_of(
     return [message_record(r) for r in rows]
 
 
-def worker_sent(s: Session, pipeline: str, node: str, worker: int, epoch: Time) -> bool:
+def worker_sent(
+    s: Session, pipeline: str, node: str, worker: int, epoch: Time, *, sealed: bool = False
+) -> bool:
     """Whether input worker ``worker`` of ``node`` has a current message with data at ``epoch``
-    (one it sent or corrected, not one sealed empty)."""
+    (one it sent or corrected), or, with ``sealed``, any current message there (one sealed
+    empty too)."""
     t0, t1 = time_to_columns(epoch)
+    data = "" if sealed else " AND m.path IS NOT NULL"
     rows = s.rows(
         "SELECT 1 FROM messages m JOIN batches b ON b.pipeline = m.pipeline "
         "AND b.batch_id = m.batch_id WHERE m.pipeline = ? AND m.stage = ? AND m.t0 = ? "
-        "AND m.t1 = ? AND m.current AND m.path IS NOT NULL AND b.worker = ? LIMIT 1",
+        f"AND m.t1 = ? AND m.current{data} AND b.worker = ? LIMIT 1",
         [pipeline, node, t0, t1, worker],
     )
     return bool(rows)
@@ -253,6 +257,23 @@ def done_epochs(s: Session, pipeline: str, stage: str) -> list[Time]:
         [pipeline, stage, RunKind.RUN.value],
     )
     return [time_from_columns(t0, t1) for t0, t1 in rows]
+
+
+def read_by(s: Session, pipeline: str, ref: MessageRef) -> list[tuple[str, Time]]:
+    """The runs ``(stage, time)`` whose current output read the message ``ref``."""
+    t0, t1 = time_to_columns(ref.time)
+    rows = s.rows(
+        """
+        SELECT DISTINCT r.stage, r.t0, r.t1 FROM reads r
+        JOIN messages o ON o.pipeline = r.pipeline AND o.stage = r.stage
+            AND o.attempt = r.attempt AND o.current
+        WHERE r.pipeline = ? AND r.input_stage = ? AND r.input_port = ? AND r.input_t0 = ?
+            AND r.input_t1 = ? AND r.input_attempt = ?
+        ORDER BY ALL
+        """,
+        [pipeline, ref.stage, ref.port, t0, t1, ref.attempt],
+    )
+    return [(stage, time_from_columns(r0, r1)) for stage, r0, r1 in rows]
 
 
 def reads(s: Session, pipeline: str, stage: str, time: Time) -> list[MessageRef]:

@@ -251,8 +251,11 @@ class Ledger:
         has reached, or any once closed) with ``message``, as a revision: no count and no
         frontier moves, the other workers' messages stay, and every output that read a
         replaced message becomes stale (``stale``). An epoch the worker has not reached raises
-        ``EpochNotReachedError``; nothing is committed."""
-        return self._act(pipeline, node, worker, inputs.correct(node, worker, message, port))
+        ``EpochNotReachedError``, and one it has passed where it has no message (it closed
+        before it sent there) ``NothingToCorrectError``; nothing is committed."""
+        return self._act(
+            pipeline, node, worker, inputs.correct(pipeline, node, worker, message, port)
+        )
 
     def _act(self, pipeline: str, node: str, worker: int, action: inputs.Action) -> CommitResult:
         with self._sessions.transaction() as s:
@@ -493,11 +496,13 @@ class Ledger:
         with self._sessions.session() as s:
             return queries.messages_as_of(s, pipeline, stage, port, epoch)
 
-    def worker_sent(self, pipeline: str, node: str, worker: int, epoch: Time) -> bool:
+    def worker_sent(
+        self, pipeline: str, node: str, worker: int, epoch: Time, *, sealed: bool = False
+    ) -> bool:
         """Whether input worker ``worker`` of ``node`` has a current message with data at
-        ``epoch`` (sent or corrected; not sealed empty)."""
+        ``epoch`` (sent or corrected), or, with ``sealed``, any (one sealed empty too)."""
         with self._sessions.session() as s:
-            return queries.worker_sent(s, pipeline, node, worker, epoch)
+            return queries.worker_sent(s, pipeline, node, worker, epoch, sealed=sealed)
 
     def messages(self, pipeline: str, stage: str, port: int) -> list[MessageRecord]:
         """The current messages committed at ``(stage, port)``, at every time, in time order."""
@@ -520,6 +525,11 @@ class Ledger:
         ``(stage, time)`` read: its message-level lineage."""
         with self._sessions.session() as s:
             return queries.reads(s, pipeline, stage, time)
+
+    def read_by(self, pipeline: str, ref: MessageRef) -> list[tuple[str, Time]]:
+        """The runs ``(stage, time)`` whose current output read the message ``ref``."""
+        with self._sessions.session() as s:
+            return queries.read_by(s, pipeline, ref)
 
     def stale(self, pipeline: str) -> list[tuple[str, Time]]:
         """Runs ``(stage, time)`` whose current output read an input attempt that has since

@@ -86,8 +86,10 @@ def act(ledger: Ledger, step: tuple[str, int]) -> None:
     elif kind == "advance" and at is not None:
         ledger.advance(P, "card_payments", worker, at + 1)
     elif kind == "correct" and at is not None and at > 0:
-        entry = MessageEntry("card_payments", 0, n % at, f"c{n}")
-        ledger.correct(P, "card_payments", worker, entry)
+        epoch = n % at  # one it sent at: an epoch it passed without sending has nothing to correct
+        if ledger.worker_sent(P, "card_payments", worker, epoch, sealed=True):
+            entry = MessageEntry("card_payments", 0, epoch, f"c{n}")
+            ledger.correct(P, "card_payments", worker, entry)
     elif kind in ("run", "revise"):
         run_stage(ledger, STAGES[n % 2], revise=kind == "revise")
     elif kind == "compact":

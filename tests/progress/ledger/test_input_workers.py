@@ -9,6 +9,7 @@ from progress import (
     ClosedHandleError,
     EpochNotReachedError,
     InvalidInputTimeError,
+    NothingToCorrectError,
     TimeRegressionError,
     WorkerMovedError,
 )
@@ -148,3 +149,39 @@ def test_a_correction_replaces_only_that_workers_messages_and_moves_nothing(
         "fix0.1b",
         "fix0.2",
     ]
+
+
+def test_a_correction_where_the_worker_sent_nothing_is_refused(ledger: Ledger) -> None:
+    """No output read data from the worker there, so none would be re-run: the correction
+    would reach nothing. At the epoch a worker is at, its data is read once it passes it."""
+    run_epoch(ledger, 0)  # every worker sent at 0 and is at 1
+    ledger.close("bank", CARDS, 1)  # at 1: it sends nothing at 1 or later
+    ledger.send("bank", CARDS, 0, MessageEntry(CARDS, 0, 1, "m1.0"))
+    ledger.advance("bank", CARDS, 0, 4)  # passes 2 and 3 unsealed
+    before = batches(ledger)
+    for worker, epoch, current in ((1, 1, None), (1, 7, None), (0, 2, 4)):
+        with pytest.raises(NothingToCorrectError) as err:
+            ledger.correct("bank", CARDS, worker, MessageEntry(CARDS, 0, epoch, f"f{epoch}"))
+        e = err.value
+        assert (e.pipeline, e.source, e.worker, e.current, e.requested) == (
+            "bank",
+            CARDS,
+            worker,
+            current,
+            epoch,
+        )
+    assert str(e) == (
+        f"pipeline 'bank', source '{CARDS}', worker 0, at epoch 4: cannot correct epoch 2, "
+        "where it sent nothing (it passed it without sending): a correction replaces what the "
+        "worker sent, and adding data at an epoch where it sent none is not supported yet; "
+        "nothing was committed"
+    )
+    assert batches(ledger) == before
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 1)] == ["m1.0"]
+    assert ledger.message("bank", CARDS, 0, 2) == []
+
+    ledger.correct("bank", CARDS, 1, MessageEntry(CARDS, 0, 0, "fix0.1"))  # closed, it sent
+    ledger.correct("bank", CARDS, 0, MessageEntry(CARDS, 0, 4, "fix4.0"))  # where it is
+    ledger.correct("bank", CARDS, 2, MessageEntry(CARDS, 0, 1, "fix1.2"))  # where it is
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 0)] == ["m0.0", "m0.2", "fix0.1"]
+    assert ledger.verify().ok
