@@ -2,10 +2,13 @@
 
 A send checks and commits the copy, never the original, so what is committed is exactly what
 was checked. The copy is consistent when every file's identity (inode, size, modification
-time), read from the open file, is the same after the copy as before it; otherwise the writer
-was at work during the copy, the copy may hold parts of two versions, and the send is refused
-(``InputChangedError``) with nothing committed. A writer that writes a new file and renames it
-over the old one is always safe: the copy reads the inode it opened from start to end.
+time), read from the open file, is the same after the copy as before it, and, for a directory,
+when once every file is copied each path still holds the file copied from it and no file came
+or went; otherwise the writer was at work during the copy, the copy may hold parts of two
+versions, and the send is refused (``InputChangedError``) with nothing committed. A writer that
+writes a new file and renames it over the old one is safe for a single file (the copy reads the
+inode it opened from start to end); in a directory, such a rename after that file's copy and
+before the last file's is a change like any other.
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ def identity(st: os.stat_result) -> Identity:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _copy_file(source: Path, target: Path) -> bool:
-    """Copy one open file whole; whether it stayed the same file while it was read (a rename
-    over its path meanwhile does not matter: this reads the inode it opened)."""
+def _copy_file(source: Path, target: Path) -> Identity | None:
+    """Copy one open file whole; the identity of the file copied, or None when it did not stay
+    the same file while it was read (a rename over its path meanwhile does not matter: this
+    reads the inode it opened)."""
     with source.open("rb") as fin:
         before = identity(os.fstat(fin.fileno()))
         with target.open("wb") as fout:
@@ -41,7 +45,7 @@ def _copy_file(source: Path, target: Path) -> bool:
                 fout.seek(0)
                 fout.truncate()
                 shutil.copyfileobj(fin, fout, 1 << 20)
-        return identity(os.fstat(fin.fileno())) == before
+        return before if identity(os.fstat(fin.fileno())) == before else None
 
 
 def _copy_in_kernel(fin: int, fout: int, size: int) -> bool:
@@ -66,6 +70,33 @@ def _files(source: Path) -> list[Path]:
     return sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file())
 
 
+def _copy_dir(source: Path, target: Path) -> str | None:
+    """Copy every file of ``source`` into ``target``; the file (or, when one came or went, the
+    directory) that changed before the whole copy was made, else None. Each file's copy is
+    whole; checked once all are made, each path still holding the file copied from it, the
+    copy is one version of the directory, not files of two (a writer that replaced a file
+    already copied before the last was copied)."""
+    listed = _files(source)
+    copied: dict[Path, Identity] = {}
+    for part in listed:
+        (target / part).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            found = _copy_file(source / part, target / part)
+        except FileNotFoundError:
+            return str(source)  # a file went
+        if found is None:
+            return str(source / part)
+        copied[part] = found
+    for part, was in copied.items():
+        try:
+            now = identity((source / part).stat())
+        except FileNotFoundError:
+            return str(source)  # a file went
+        if now != was:
+            return str(source / part)
+    return str(source) if _files(source) != listed else None  # a file came or went
+
+
 def snapshot(stage: str, epoch: Time, source: Path, into: Path) -> Path:
     """Copy ``source`` (a file or a directory of files) into the new directory ``into`` and
     return the copy's path there; raise ``InputChangedError`` naming the file that changed
@@ -76,14 +107,8 @@ def snapshot(stage: str, epoch: Time, source: Path, into: Path) -> Path:
     changed: str | None = None
     try:
         if source.is_dir():
-            listed = _files(source)
-            for part in listed:
-                (target / part).parent.mkdir(parents=True, exist_ok=True)
-                if not _copy_file(source / part, target / part) and changed is None:
-                    changed = str(source / part)
-            if changed is None and _files(source) != listed:
-                changed = name  # a file came or went
-        elif not _copy_file(source, target):
+            changed = _copy_dir(source, target)
+        elif _copy_file(source, target) is None:
             changed = name
     except OSError as err:
         shutil.rmtree(into, ignore_errors=True)
@@ -94,8 +119,9 @@ def snapshot(stage: str, epoch: Time, source: Path, into: Path) -> Path:
         raise InputChangedError(
             stage,
             epoch,
-            "the file changed while it was being sent (its size or modification time moved during "
-            "the copy); send it again once its writer has finished",
+            "the file changed while it was being sent (a file's size, modification time or inode "
+            "moved during the copy, or a file came or went); send it again once its writer has "
+            "finished",
             file=changed,
         )
     return target

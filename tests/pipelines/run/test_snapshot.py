@@ -73,3 +73,68 @@ def test_a_file_rewritten_during_the_copy_is_refused_and_nothing_is_left(
         snap.snapshot("orders", 3, path, tmp_path / "copy")
     assert (err.value.file, err.value.stage, err.value.epoch) == (str(path), "orders", 3)
     assert not (tmp_path / "copy").exists()
+
+
+def test_a_directory_whose_copied_file_is_replaced_before_the_last_is_copied_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that renames a new version over each part in turn: each part's own copy is
+    whole, but part-0 copied before its rename and part-1 after its would mix two versions."""
+    folder = tmp_path / "in" / "orders"
+    folder.mkdir(parents=True)
+    for part in ("part-0.parquet", "part-1.parquet"):
+        (folder / part).write_bytes(BLOB)
+    real, copies = snap._copy_file, []
+
+    def then_rewrite(source: Path, target: Path) -> snap.Identity | None:
+        copied = real(source, target)
+        copies.append(source.name)
+        if source.name == "part-0.parquet":  # the writer's new version, renamed over the old
+            for part in ("part-0.parquet", "part-1.parquet"):
+                fresh = folder / f".{part}.new"
+                fresh.write_bytes(BLOB[:5000])
+                fresh.rename(folder / part)
+        return copied
+
+    monkeypatch.setattr(snap, "_copy_file", then_rewrite)
+    with pytest.raises(InputChangedError) as err:
+        snap.snapshot("orders", 2, folder, tmp_path / "copy")
+    assert copies == ["part-0.parquet", "part-1.parquet"]  # each copy whole, the pair torn
+    assert err.value.file == str(folder / "part-0.parquet")
+    assert not (tmp_path / "copy").exists()
+
+
+@pytest.mark.parametrize("change", ["came", "went"])
+def test_a_directory_whose_files_come_or_go_during_the_copy_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    folder = tmp_path / "in" / "orders"
+    folder.mkdir(parents=True)
+    for part in ("part-0.parquet", "part-1.parquet"):
+        (folder / part).write_bytes(BLOB)
+    real = snap._copy_file
+
+    def then_change(source: Path, target: Path) -> snap.Identity | None:
+        copied = real(source, target)
+        if source.name == "part-0.parquet":
+            if change == "came":
+                (folder / "part-2.parquet").write_bytes(BLOB)
+            else:
+                (folder / "part-1.parquet").unlink()
+        return copied
+
+    monkeypatch.setattr(snap, "_copy_file", then_change)
+    with pytest.raises(InputChangedError) as err:
+        snap.snapshot("orders", 2, folder, tmp_path / "copy")
+    assert err.value.file == str(folder)
+    assert not (tmp_path / "copy").exists()
+
+
+def test_a_directory_copied_whole_holds_every_file(tmp_path: Path) -> None:
+    folder = tmp_path / "in" / "orders"
+    (folder / "region=north").mkdir(parents=True)
+    (folder / "part-0.parquet").write_bytes(BLOB)
+    (folder / "region=north" / "part-1.parquet").write_bytes(BLOB[:777])
+    copy = snap.snapshot("orders", 2, folder, tmp_path / "copy")
+    assert (copy / "part-0.parquet").read_bytes() == BLOB
+    assert (copy / "region=north" / "part-1.parquet").read_bytes() == BLOB[:777]
