@@ -45,6 +45,7 @@ from pipelines.results import RunResult, RunStatus
 from pipelines.run.epochs import stage_epoch
 from pipelines.run.executor import Admitted, Executor, Worked, raise_during, run_key
 from pipelines.run.expectations import ExpectationResult
+from pipelines.run.garbage import collect_garbage
 from pipelines.run.inputs import SourceInput
 from pipelines.run.iteration import RoundCallback
 from pipelines.run.kinds import run_of
@@ -156,18 +157,7 @@ class Runtime:
 
     def collect_garbage(self, older_than: float = 3600.0) -> list[Path]:
         """Remove data of attempts that were never committed (killed or lost runs)."""
-        p = self.pipeline.name
-        live = self.ledger.live_paths(p)
-        running = {path for path in live if path.startswith("attempt=")}
-        keep = [path for path in live if not path.startswith("attempt=")]
-        for stage in self.pipeline.stages.values():
-            keep += run_of(stage).resumable_paths(stage, self.ledger, p)
-        keep += [
-            str(d)
-            for d in (self.store.root / p).glob("*/port=*/epoch=*/**/attempt=*")
-            if d.name in running
-        ]
-        return self.store.collect_garbage(p, keep, older_than=older_than)
+        return collect_garbage(self.pipeline, self.ledger, self.store, older_than)
 
     # -- what can run --------------------------------------------------------------------------
 
@@ -266,10 +256,9 @@ class Runtime:
                         failed[admitted.stage.name] = err
                 elif stale:
                     try:
-                        for result in self._revise_stale(stale, revised):
-                            report(result)
-                    except StageFailedError as err:
-                        failed[stale[0][0]] = err
+                        self._revise_stale(stale, revised, report)
+                    except StageFailedError as err:  # the stage revised: not always stale[0]
+                        failed[err.stage] = err
                 elif failed:
                     raise RunFailedError(self.pipeline.name, results, list(failed.values()))
                 else:
@@ -339,21 +328,28 @@ class Runtime:
                 raise
 
     def _revise_stale(
-        self, stale: list[tuple[str, Time]], revised: set[tuple[str, Time]]
-    ) -> list[RunResult]:
+        self,
+        stale: list[tuple[str, Time]],
+        revised: set[tuple[str, Time]],
+        report: Callable[[RunResult], None],
+    ) -> None:
         """Re-run the first stale output in revision order (``pipelines.run.revisions``: the
         earliest, but a stateful stage after the stale outputs above it) and, for a stateful
-        stage, the epochs after it. ``revised`` remembers what this loop revised: stale again
-        means a cycle of revisions."""
+        stage, the epochs after it, reporting each run as it commits (those before a failure
+        too). ``revised`` remembers what this loop revised: stale again means a cycle of
+        revisions."""
         stage, epoch = next_revision(self.pipeline.stages, stale, self._above)
         if (stage, epoch) in revised:
             raise PipelineError(
                 f"stage {stage!r} epoch {epoch} is still stale after it was revised: "
                 "its output reads an attempt that is not current"
             )
-        batch = self.revise(stage, [epoch])
-        revised.update((r.stage, r.epoch) for r in batch)
-        return batch
+
+        def done(result: RunResult) -> None:
+            revised.add((result.stage, result.epoch))
+            report(result)
+
+        self._revise(stage, [epoch], done)
 
     @cached_property
     def _above(self) -> dict[str, frozenset[str]]:
@@ -384,24 +380,23 @@ class Runtime:
         results: list[RunResult] = []
         left: dict[Time, tuple[str, ...]] = {}
 
-        def report(batch: list[RunResult]) -> None:
-            results.extend(batch)
+        def report(result: RunResult) -> None:
+            results.append(result)
             if on_result is not None:
-                for result in batch:
-                    on_result(result)
+                on_result(result)
 
         redo = sorted(e for e in set(epochs) if e in done)
         with self._settled(), self.exclusive(stage_name):
             if redo:
-                report(self.revise(stage_name, redo))
+                self._revise(stage_name, redo, report)
             for epoch in sorted(set(epochs) - done):
                 try:
-                    report([self.run_stage(stage_name, epoch)])
+                    report(self.run_stage(stage_name, epoch))
                 except StageNotReadyError as err:
                     left[epoch] = err.holds
         revised = {(r.stage, r.epoch) for r in results}
         while downstream and (stale := self.stale()):
-            report(self._revise_stale(stale, revised))
+            self._revise_stale(stale, revised, report)
         if left:
             raise BackfillIncompleteError(p, stage_name, results, left)
         return results
@@ -413,6 +408,14 @@ class Runtime:
         read the old attempt become stale and ``run()`` recomputes them. A stage that holds
         state is recomputed from the earliest revised epoch onward, from the state before it.
         """
+        results: list[RunResult] = []
+        self._revise(stage_name, epochs, results.append)
+        return results
+
+    def _revise(
+        self, stage_name: str, epochs: Sequence[Time], report: Callable[[RunResult], None]
+    ) -> None:
+        """``revise``, reporting each run as it commits."""
         p = self.pipeline.name
         stage = self.executor.runnable(stage_name)
         epochs = [stage_epoch(stage_name, e) for e in epochs]
@@ -423,15 +426,13 @@ class Runtime:
                 f"stage {stage_name!r} has not run epoch(s) {missing}: nothing to revise "
                 "(run them instead)"
             )
-        results = []
         with self._settled(), self.exclusive(stage_name):
             for epoch in run_of(stage).revision_epochs(
                 stage, self.state, self.ledger, p, requested=epochs, done=done
             ):
                 with self.ledger.session():
                     admitted = self.executor.prepare(stage, epoch, batch=[], revision=True)
-                results.append(self.executor.complete(admitted))
-        return results
+                report(self.executor.complete(admitted))
 
     # -- where it stands ----------------------------------------------------------------------
 
@@ -531,7 +532,7 @@ class Runtime:
     ) -> CaptureStatus:
         """Record ``stage``'s output stream (only input worker ``worker`` of a source, when
         given: its messages and its capability) into the directory ``into``, which must hold
-        no capture yet, from epoch ``from_epoch`` (default: from the stream's frontier; the
+        no capture yet, from epoch ``from_epoch`` (default: the stream's frontier now; the
         messages already committed at epochs still open are recorded too). From now on every
         commit that changes the stream appends its events (``pipelines.capture.sync``). Returns
         where the capture stands after its first sync."""

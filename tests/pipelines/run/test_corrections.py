@@ -16,11 +16,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.cli.main import main
-from pipelines.errors import InputValidationError
+from pipelines.errors import InputValidationError, RunFailedError
 from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
-from pipelines.testing import close_sources, frame, send_epochs, throwaway_runtime
-from progress import EpochNotReachedError, InvalidInputTimeError
+from pipelines.testing import assert_output, close_sources, frame, send_epochs, throwaway_runtime
+from progress import EpochNotReachedError, InvalidInputTimeError, NothingToCorrectError
 from progress.ledger import Ledger
 from tests.fixtures.shop import ARROW, WORKERS, Shop, oracle, rows_of
 
@@ -222,6 +222,25 @@ def test_a_correction_is_validated_like_a_send_and_only_for_reached_epochs(
         assert rows_of(rt.read(stage, 0)) == expected[stage], stage
     assert ledger.verify().ok
 
+    # Worker 1 closed at epoch 1: nothing of its reached epoch 1's outputs, so no data of it
+    # there can be corrected (it would reach none of them); refused before any work.
+    dirs = attempt_dirs(rt, "orders")
+    with pytest.raises(NothingToCorrectError) as nothing:
+        rt.input("orders", 1).correct(1, good)
+    n = nothing.value
+    assert (n.pipeline, n.source, n.worker, n.current, n.requested) == (
+        "shop",
+        "orders",
+        1,
+        None,
+        1,
+    )
+    assert "cannot correct epoch 1, where it sent nothing (it closed before it sent there)" in str(
+        n
+    )
+    assert attempt_dirs(rt, "orders") == dirs
+    assert ledger.message("shop", "orders", 0, 1) == []
+
 
 def doubled(df: DataFrame) -> DataFrame:
     return df.select("account", (F.col("cents") * 2).alias("cents"))
@@ -282,3 +301,34 @@ def test_correct_and_the_advance_rule_from_the_shell(
         [str(files["fix"]), str(files["w1"])],
     ).fetchall()
     assert got == expected
+
+
+def non_negative(df: DataFrame) -> DataFrame:
+    """Its rows, once every amount is checked (Spark's ``assert_true`` fails the job)."""
+    return df.where(F.assert_true(F.col("cents") >= 0).isNull())
+
+
+def test_a_failed_revision_is_told_under_its_own_stage_and_the_rest_still_revise(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Corrections at epochs 0 and 1: once ``checked`` 0 is revised, ``sums`` 0 is stale too, but
+    a stateful stage is revised after the stale outputs above it, so ``checked`` 1 goes first,
+    and fails on the corrected data. That failure is ``checked``'s, once: ``sums`` (which does
+    not read ``checked`` 1 until it is revised) is revised from epoch 0 in the same call."""
+    p = Pipeline("refail")
+    moves = p.source("moves", schema=MOVES)
+    checked = p.transform("checked", moves, fn=non_negative)
+    p.aggregate("sums", checked, key=["account"], aggs={"total": ("sum", "cents")})
+    with throwaway_runtime(p, spark, home=tmp_path) as rt:
+        send_epochs(rt, "moves", {0: [("a", 5)], 1: [("a", 7)]}, close=True)
+        rt.run()
+        rt.input("moves").correct(0, frame(rt, "moves", [("a", 6)]))
+        rt.input("moves").correct(1, frame(rt, "moves", [("a", -1)]))
+        with pytest.raises(RunFailedError) as err:
+            rt.run()
+        failures = [(f.stage, f.epoch) for f in err.value.failures]
+        assert failures == [("checked", 1)], str(err.value)
+        made = [(r.stage, r.epoch) for r in err.value.results]
+        assert made == [("checked", 0), ("sums", 0), ("sums", 1)]
+        assert_output(rt, "sums", 0, [("a", 6)])
+        assert rt.stale() == [("checked", 1)]
