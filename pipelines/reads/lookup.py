@@ -201,11 +201,15 @@ class KeyedReads:
             target = last if as_of is None else as_of  # the state has it: no ledger needed
         else:  # ask the ledger (a partial stage added to a pipeline with history has no run)
             target = self._processed(spec, as_of, float(wait or 0))
+            # A run commits its state after its ledger batch: the epoch found may have come
+            # since the settle above, its rows staged still.
+            self._settle(spec)
             read = self.partial.read(
                 self._p, stage, spec.key, asked, target, partial=partial, mark=mark
             )
         rows = {self._row_key(spec, r): r for r in read.rows}
-        holes = [k for k in asked if k not in read.present]
+        # A full stage has every key: it is never filled (a fill would add its rows again).
+        holes = [k for k in asked if k not in read.present] if partial else []
         scans: tuple[ScanPlan, ...] = ()
         if holes:
             with self.rt.exclusive(stage):

@@ -19,10 +19,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines.errors import StateReadError
+from pipelines.reads.lookup import KeyedReads
 from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
 from pipelines.testing import rows_of, send_epochs, throwaway_runtime
 from progress.ledger import Ledger
+from state_store import KeyedState
 from tests.fixtures.partials import Oracle, Raw, ledger_pipeline, writes
 
 pytestmark = pytest.mark.spark
@@ -86,6 +88,43 @@ def test_a_never_read_key_is_upqueried_then_answered_from_state(
         assert (info.present_keys, info.rows, info.hits, info.misses) == (5, 4, 5, 5), stage
         assert (info.upqueries, info.evictions, info.max_keys) == (2, 0, None), stage
         assert info.bytes > 0, stage
+
+
+SPENT = T.StructType(
+    [T.StructField("account", T.StringType()), T.StructField("cents", T.LongType())]
+)
+
+
+def test_a_full_stage_read_as_its_epoch_commits_is_answered_from_its_state_once(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lookup waits for epoch 1, and finds it committed by a run whose state commit comes
+    after its ledger batch (here never: as if killed between the two): it settles that run's
+    staged rows and answers from them. A full stage has every key: nothing is filled (a fill
+    would add the keys' rows again)."""
+    p = Pipeline("full_sums")
+    p.aggregate(
+        "sums", p.source("spent", schema=SPENT), key=["account"], aggs={"total": ("sum", "cents")}
+    )
+    with throwaway_runtime(p, spark, home=tmp_path) as rt:
+        send_epochs(rt, "spent", {0: [("a", 5), ("b", 1)], 1: [("a", 7)]})
+        rt.run_stage("sums", 0)
+        processed = KeyedReads._processed
+
+        def meanwhile(self: KeyedReads, spec: Any, as_of: int | None, wait: float) -> int:
+            with monkeypatch.context() as killed:
+                killed.setattr(KeyedState, "commit", lambda *args, **kwargs: None)
+                rt.run_stage("sums", 1)
+            return processed(self, spec, as_of, wait)
+
+        with monkeypatch.context() as racing:
+            racing.setattr(KeyedReads, "_processed", meanwhile)
+            got = rt.lookup("sums", ["a", "b"], as_of=1, wait=5)
+        assert (got.as_of, got.hits, got.upqueried) == (1, ["a", "b"], [])
+        assert got.rows == [{"account": "a", "total": 12}, {"account": "b", "total": 1}]
+        assert rt.lookup("sums", ["a"]).rows == [{"account": "a", "total": 12}]
+        info = rt.state_info("sums")
+        assert (info.present_keys, info.rows, info.upqueries) == (2, 2, 0)
 
 
 def test_writes_to_a_hole_count_once_after_the_fill_and_an_empty_fill_takes_later_writes(
