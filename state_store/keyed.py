@@ -64,6 +64,14 @@ def ident(*parts: str) -> str:
     return f'"{name}"'
 
 
+LAST_EPOCH = (
+    "SELECT max(epoch) FROM attempts WHERE pipeline = ? AND stage = ? AND committed "
+    "AND NOT attempt LIKE 'fill-%'"
+)
+"""The last epoch a stage's state holds: its last committed attempt's (a fill's is not an
+epoch's)."""
+
+
 class KeyedState:
     """The keyed state of every stateful stage of the pipelines that share one file."""
 
@@ -142,6 +150,10 @@ class KeyedState:
                 con.execute(
                     "CREATE TABLE IF NOT EXISTS partial_stats (pipeline VARCHAR, stage VARCHAR, "
                     "hits BIGINT, misses BIGINT, upqueries BIGINT, evictions BIGINT)"
+                )
+                con.execute(
+                    "CREATE TABLE IF NOT EXISTS rewinds (pipeline VARCHAR, stage VARCHAR, "
+                    "PRIMARY KEY (pipeline, stage))"
                 )
                 self._created = True
             if not reading or self._memo_hold != self._file.holds:
@@ -338,25 +350,65 @@ class KeyedState:
                 "WHERE pipeline = ? AND stage = ? AND attempt = ?",
                 [pipeline, stage, attempt],
             )
+            con.execute(  # a revision's commits have brought ``latest`` back to the last epoch
+                f"DELETE FROM rewinds WHERE pipeline = ? AND stage = ? AND ? >= ({LAST_EPOCH})",
+                [pipeline, stage, rows[0][1], pipeline, stage],
+            )
 
     def rewind(self, pipeline: str, stage: str, key: Sequence[str], epoch: int) -> None:
-        """Make ``latest`` the state as of ``epoch - 1`` (before a revision from ``epoch``)."""
+        """Make ``latest`` the state as of ``epoch - 1`` (before a revision from ``epoch``). Until
+        the revision's commits bring it back to the last epoch, the stage is ``rewound``: reads
+        take its state from ``history``, and a run that is not a revision ``restore``s it first
+        (a revision stopped before it caught up leaves it so)."""
+        with self.connect() as con:
+            if self._rebuild(con, pipeline, stage, key, epoch):
+                con.execute("INSERT OR REPLACE INTO rewinds VALUES (?, ?)", [pipeline, stage])
+
+    def restore(self, pipeline: str, stage: str, key: Sequence[str]) -> bool:
+        """Make ``latest`` the state as of the last epoch again, when a revision stopped before
+        its commits did (``rewind``); whether it had to."""
+        with self.connect() as con:
+            if not self.rewound(con, pipeline, stage):
+                return False
+            last = self.last_epoch(con, pipeline, stage)
+            self._rebuild(con, pipeline, stage, key, -1 if last is None else last + 1)
+            con.execute("DELETE FROM rewinds WHERE pipeline = ? AND stage = ?", [pipeline, stage])
+            return True
+
+    @staticmethod
+    def rewound(con: Any, pipeline: str, stage: str) -> bool:
+        """Whether ``latest`` is behind the last epoch, rewound for a revision (in a
+        transaction)."""
+        found = con.execute(
+            "SELECT 1 FROM rewinds WHERE pipeline = ? AND stage = ?", [pipeline, stage]
+        ).fetchall()
+        return bool(found)
+
+    @staticmethod
+    def last_epoch(con: Any, pipeline: str, stage: str) -> int | None:
+        """The last epoch the stage's state holds (a fill's attempt is not an epoch's)."""
+        row = con.execute(LAST_EPOCH, [pipeline, stage]).fetchall()
+        return None if row[0][0] is None else int(row[0][0])
+
+    def _rebuild(self, con: Any, pipeline: str, stage: str, key: Sequence[str], epoch: int) -> bool:
+        """``latest`` made the state as of ``epoch - 1`` from ``history``; False when the stage
+        has no ``latest`` yet."""
         history = ident(pipeline, stage, "history")
         latest = ident(pipeline, stage, "latest")
+        if not self.exists(con, latest):
+            return False
         partition = ", ".join(f'h."{k}"' for k in key)
-        with self.connect() as con:
-            if not self.exists(con, latest):
-                return
-            con.execute(f"DELETE FROM {latest}")
-            con.execute(
-                f"INSERT INTO {latest} SELECT * EXCLUDE (_attempt, _rank) FROM ("
-                f"SELECT h.*, row_number() OVER (PARTITION BY {partition} "
-                "ORDER BY h._epoch DESC) AS _rank "
-                f"FROM {history} h JOIN attempts a ON a.pipeline = ? AND a.stage = ? "
-                "AND a.attempt = h._attempt AND a.committed AND NOT a.replaced "
-                "WHERE h._epoch < ?) WHERE _rank = 1",
-                [pipeline, stage, epoch],
-            )
+        con.execute(f"DELETE FROM {latest}")
+        con.execute(
+            f"INSERT INTO {latest} SELECT * EXCLUDE (_attempt, _rank) FROM ("
+            f"SELECT h.*, row_number() OVER (PARTITION BY {partition} "
+            "ORDER BY h._epoch DESC) AS _rank "
+            f"FROM {history} h JOIN attempts a ON a.pipeline = ? AND a.stage = ? "
+            "AND a.attempt = h._attempt AND a.committed AND NOT a.replaced "
+            "WHERE h._epoch < ?) WHERE _rank = 1",
+            [pipeline, stage, epoch],
+        )
+        return True
 
     def reconcile(
         self, pipeline: str, stage: str, key: Sequence[str], committed: Callable[[int, str], bool]

@@ -121,15 +121,6 @@ class PartialKeys:
         one = "(" + " AND ".join(f'{alias}."{c}" = ?' for c in key) + ")"
         return "(" + " OR ".join(one for _ in keys) + ")", [v for k in keys for v in k]
 
-    @staticmethod
-    def _last(con: Any, pipeline: str, stage: str) -> int | None:
-        row = con.execute(
-            "SELECT max(epoch) FROM attempts WHERE pipeline = ? AND stage = ? AND committed "
-            "AND NOT attempt LIKE 'fill-%'",
-            [pipeline, stage],
-        ).fetchall()
-        return None if row[0][0] is None else int(row[0][0])
-
     def read(
         self,
         pipeline: str,
@@ -153,7 +144,7 @@ class PartialKeys:
         present = ident(pipeline, stage, "present")
         with self.state.connect(reading=True) as con:
             last = self.state.remembered(
-                ("last", pipeline, stage), lambda: self._last(con, pipeline, stage)
+                ("last", pipeline, stage), lambda: KeyedState.last_epoch(con, pipeline, stage)
             )
             if (as_of is None and last is None) or (
                 as_of is not None and last is not None and as_of > last
@@ -175,7 +166,11 @@ class PartialKeys:
             elif count:
                 self.state.count_later(pipeline, stage, hits=len(keys))
             out: list[dict[str, Any]] = []
-            if as_of is None or as_of == last:
+            rewound = self.state.remembered(
+                ("rewound", pipeline, stage), lambda: KeyedState.rewound(con, pipeline, stage)
+            )  # a revision under way: ``latest`` is behind the last epoch
+            as_of = last if as_of is None else as_of
+            if as_of == last and not rewound:
                 if self.state.has(con, latest):
                     where, params = self._of(con, key, keys, "l")
                     cursor = con.execute(

@@ -5,7 +5,9 @@ exports their latest committed rows; the stage's ``update(batch, state)`` gives 
 which are the stage's output and are staged in the store under the run's attempt. They become
 the state when the ledger has committed that attempt (``Produced.committed``) and are dropped
 when another run committed the epoch first (``Produced.abandoned``). Staged attempts left by a
-crash between the two commits are settled first, against what the ledger holds.
+crash between the two commits are settled first, against what the ledger holds, and a state a
+revision rewound and did not bring back to the last epoch (a revision stopped before its
+first commits) is restored (``KeyedState.restore``).
 
 The caller holds the stage's writer lock (``KeyedState.writer``) from before the carry until
 after its commit: one run of a stateful stage changes its state at a time, in any process.
@@ -74,6 +76,8 @@ def carry(
     p, name, epoch = work.pipeline, work.stage, work.epoch
     assert isinstance(epoch, int)
     settle(work.state, work.ledger, p, name, key)
+    if not work.revision:  # a revision stopped before it caught up left the state behind
+        work.state.restore(p, name, key)
     batch = work.frames[0]
     check_key_columns(name, epoch, batch, key, schema, files=work.inputs[0][1])
     keys: list[str] = [f"{path}/*.parquet" for path in work.inputs[0][1]]

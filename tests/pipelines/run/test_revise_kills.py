@@ -100,6 +100,26 @@ def test_a_backfill_killed_between_the_two_commits_of_a_stateful_revision_recove
     assert (tally.lost, tally.doubled) == (0, 0)
 
 
+def test_a_stateful_revision_killed_before_its_first_commit_leaves_the_state_whole(
+    home: Home, spark: SparkSession
+) -> None:
+    """Killed in its first epoch's work, after it rewound the state to epoch 0: nothing was
+    committed, nothing is stale, and the next epoch's run carries on from the state of the
+    last epoch, not the rewound one; a read meanwhile sees the committed epochs."""
+    rt = home.runtime(spark)
+    before = rt.lookup("balances_full", list(range(ACCOUNTS)))
+    point = FaultPoint.ATTEMPT_WRITTEN.value
+    outcome = run_child(home, "backfill", "balances_full", "1", fault=f"{point}:1")
+    assert outcome.killed_at(point), outcome.stderr[-3000:]
+    assert rt.stale() == []
+    assert rt.lookup("balances_full", list(range(ACCOUNTS))).rows == before.rows
+    send_epoch(rt, home.data, DONE)
+    rt.run()
+    tally = invariants.check_all(rt, None, home, DONE + 1, {})
+    assert tally.problems == []
+    assert (tally.lost, tally.doubled) == (0, 0)
+
+
 def test_a_stateful_revision_killed_before_an_epoch_is_finished_by_the_next_run(
     home: Home, spark: SparkSession
 ) -> None:
