@@ -11,14 +11,16 @@ or doubled.
 The events a sync plans, in order:
 
 * a log with no ``Progress`` yet gets the stream's history: from ``from_epoch`` (default: the
-  stream's frontier, so every epoch it records is whole), each released epoch as
-  ``Messages(e)`` (its current data) and a ``Progress`` past it, then the messages already
-  committed at open epochs, then a ``Progress`` to the frontier;
-* otherwise each message committed since, as ``Messages`` (one per batch and epoch), then one
-  ``Progress`` from the log's frontier to the stream's (old elements -1, new +1), then one
-  ``Revision`` per epoch revised (a stage's revision, a source worker's correction) with its
-  current data, once the log has released that epoch (a correction at an epoch still open
-  waits for the release).
+  stream's frontier when the capture started, which the record keeps, so every epoch it
+  records is whole), each released epoch as ``Messages(e)`` (its current data) and a
+  ``Progress`` past it, then the messages already committed at open epochs, then a
+  ``Progress`` to the frontier;
+* otherwise each message committed since (a message of the history's snapshot that it did
+  not record was before the log's first epoch, and stays out), as ``Messages`` (one per batch
+  and epoch), then one ``Progress`` from the log's frontier to the stream's (old elements -1,
+  new +1), then one ``Revision`` per epoch revised (a stage's revision, a source worker's
+  correction) with its current data, once the log has released that epoch (a correction at an
+  epoch still open waits for the release).
 
 Each ``Progress`` carries the last ledger batch of the snapshot it was made from, each
 ``Messages`` and ``Revision`` the batch that committed its data. Every sync's events are
@@ -230,6 +232,8 @@ def live(
     for m in snap.window:
         if m.revision or (m.batch, m.time) in state.pairs:
             continue
+        if state.floor is not None and m.batch <= state.floor:
+            continue  # the history's snapshot held it: recorded, or before the log's first epoch
         if first_epoch is not None and m.time < first_epoch:
             continue
         groups.setdefault((m.batch, m.time), []).append(m)

@@ -12,6 +12,7 @@ revision batch or a source worker's correction.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,8 +37,10 @@ IS_REVISION = (
 @dataclass(frozen=True)
 class CaptureRecord:
     """A capture: ``stage``'s output ``port`` (only input worker ``worker`` of a source, when
-    given) recorded into ``directory`` as stream ``stream``, from epoch ``from_epoch`` (None:
-    from the stream's frontier when it started), since batch ``started_batch``."""
+    given) recorded into ``directory`` as stream ``stream``, from epoch ``from_epoch``, since
+    batch ``started_batch``. A capture started without one records the stream's frontier then
+    as its ``from_epoch``; None: the stream was closed then (or the record is older than that
+    rule: its history starts from the frontier at its first sync)."""
 
     pipeline: str
     stage: str
@@ -99,8 +102,9 @@ def start(
     from_epoch: int | None,
 ) -> CaptureRecord:
     """Record a capture of ``(stage, port)`` (of one input worker) into ``directory``, in the
-    caller's transaction. A directory captured now is refused; a stopped capture's row there
-    is replaced."""
+    caller's transaction, from ``from_epoch`` (None: from the stream's frontier now, which
+    the record keeps, so the history starts there however late its first sync is written). A
+    directory captured now is refused; a stopped capture's row there is replaced."""
     graph = s.graph(pipeline)
     node = graph.node(stage)
     if worker is not None:
@@ -138,6 +142,12 @@ def start(
     s.captures_changed()
     got = capture(s, pipeline, directory)
     assert got is not None
+    if from_epoch is None and (now := frontier(s, got)):  # where it starts, whenever its
+        s.con.execute(  # history is written (a first sync killed may come much later)
+            "UPDATE captures SET from_epoch = ? WHERE pipeline = ? AND directory = ?",
+            [now[0], pipeline, directory],
+        )
+        got = dataclasses.replace(got, from_epoch=now[0])
     return got
 
 

@@ -22,6 +22,7 @@ from pipelines.capture.sync import LogState, Planned
 from pipelines.cli.main import main
 from pipelines.examples.bank_data import DemoData, Oracle
 from pipelines.run.runtime import Runtime, run_key
+from pipelines.testing import close_sources
 from progress import Tracker
 from progress.capture import Messages, Revision
 from progress.errors import CaptureError
@@ -103,8 +104,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory, spark: SparkSession, twin
 
 
 def oracle(c: Captured, epoch: int) -> list[tuple[object, ...]]:
-    rows = Oracle(c.data.root).con.execute(CARD_SQL, {"e": epoch}).fetchall()
-    return sorted(rows, key=repr)
+    return card_oracle(c.data, epoch)
 
 
 def test_a_stage_capture_holds_exactly_the_committed_epochs(captured: Captured) -> None:
@@ -255,6 +255,79 @@ def test_a_capture_survives_sigkill_right_after_the_commit(
     assert captures.shapes(tmp_path / "cards") == [(P, ()), (M, 0), (P, ((0, -1), (1, 1)))]
     assert rt.sync_captures() == 0
     capture_log.read(tmp_path / "cards", check_data=True)
+
+
+def card_oracle(data: DemoData, epoch: int) -> list[tuple[object, ...]]:
+    rows = Oracle(data.root).con.execute(CARD_SQL, {"e": epoch}).fetchall()
+    return sorted(rows, key=repr)
+
+
+def test_a_capture_started_right_after_a_run_records_the_epochs_after_it(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """The run that committed epoch 0 is the ledger's newest batch when the capture starts,
+    from the stream's frontier (1): its history holds no epoch 0, and its next syncs pass that
+    message over, recording epochs 1 and 2 as they commit."""
+    data = captures.inputs(tmp_path / "raw")
+    rt = captures.runtime(tmp_path, spark)
+    captures.send_epoch(rt, data, 0, hold=False)
+    rt.run_stage("valid_cards", 0)
+    started = rt.capture("valid_cards", tmp_path / "cards")
+    assert (started.from_epoch, started.events) == (1, 1)
+    for epoch in (1, 2):
+        captures.send_epoch(rt, data, epoch, hold=False)
+        rt.run_stage("valid_cards", epoch)
+    assert captures.shapes(tmp_path / "cards") == [
+        (P, ((0, -1), (1, 1))),
+        (M, 1),
+        (P, ((1, -1), (2, 1))),
+        (M, 2),
+        (P, ((2, -1), (3, 1))),
+    ]
+    assert [s.behind for s in rt.captures()] == [0]
+    for epoch in (1, 2):
+        assert captures.rows_at(tmp_path / "cards", epoch) == card_oracle(data, epoch)
+
+
+def test_a_capture_of_a_finished_stream_stays_whole_through_a_revision(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Started once every epoch is done (no frontier: it records no epoch), right after the run
+    of the last one: that run's message, in the history's snapshot, stays out of the log when
+    a revision commits after it (appending it would break the protocol: the log released it)."""
+    data = captures.inputs(tmp_path / "raw")
+    rt = captures.runtime(tmp_path, spark)
+    for epoch in range(captures.EPOCHS):
+        captures.send_epoch(rt, data, epoch, hold=False)
+    close_sources(rt)
+    for epoch in range(captures.EPOCHS):  # the last one the ledger's newest batch
+        rt.run_stage("valid_cards", epoch)
+    started = rt.capture("valid_cards", tmp_path / "cards")
+    assert (started.from_epoch, started.done) == (None, True)
+    rt.backfill("valid_cards", [captures.EPOCHS - 1])
+    (now,) = rt.captures()
+    assert (now.behind, now.error, now.events) == (0, None, 1)
+    assert captures.shapes(tmp_path / "cards") == [(P, ((0, -1),))]
+
+
+def test_a_capture_whose_first_sync_comes_late_starts_where_it_was_started(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Started at the stream's frontier (1); its first sync lost (a process killed right after
+    the start), written once epoch 1 has committed: the history holds epoch 1."""
+    data = captures.inputs(tmp_path / "raw")
+    rt = captures.runtime(tmp_path, spark)
+    captures.send_epoch(rt, data, 0, hold=False)
+    rt.run_stage("valid_cards", 0)
+    with monkeypatch.context() as lost:  # every sync lost until epoch 1 has committed
+        lost.setattr(capture, "appended", lambda *args, **kwargs: 0)
+        assert rt.capture("valid_cards", tmp_path / "cards").from_epoch == 1
+        captures.send_epoch(rt, data, 1, hold=False)
+        rt.run_stage("valid_cards", 1)
+    assert captures.shapes(tmp_path / "cards") == []
+    assert rt.sync_captures() == 2
+    assert captures.shapes(tmp_path / "cards") == [(M, 1), (P, ((0, -1), (2, 1)))]
+    assert captures.rows_at(tmp_path / "cards", 1) == card_oracle(data, 1)
 
 
 def test_a_run_killed_in_its_spark_job_leaves_no_event(tmp_path: Path, spark: SparkSession) -> None:
