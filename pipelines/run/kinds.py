@@ -15,6 +15,7 @@ from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from pipelines.errors import StageFailedError
 from pipelines.run.carry import carry, replay_updates, settle
 from pipelines.run.iteration import Rounds, pending_paths
 from pipelines.run.published import Committed
@@ -245,16 +246,45 @@ class IterateRun(KindRun[IterateStage]):
 
 class FeedbackRun(KindRun[FeedbackStage]):
     def compute(self, stage: FeedbackStage, work: StageWork) -> Produced:
-        """Its input, carried ``delay`` epochs on; nothing when it is empty. A loop whose
-        feedback announced every epoch, empty or not, would never end: one that carries
-        nothing round announces no message, and the loop's next epoch waits only for what
-        comes from outside it. (A revision still replaces the epoch's message.)"""
+        """Its input, carried ``delay`` epochs on. A loop whose feedback announced every epoch,
+        empty or not, would never end: one that carries nothing round announces no message
+        (its message, with no data, is catalogued uncounted), and the loop's next epoch waits
+        only for what comes from outside it. The message keeps what the run read, so a revision
+        of that input finds the run stale, and the revised message (rows now, perhaps) makes
+        the loop's runs that read the empty one stale in turn. Where none did (the loop did not
+        run that epoch: nothing came round, nothing came from outside), rows carried round by a
+        revision would reach no run: refused, not yet supported."""
         produced = work.write(work.frames[0])
-        if work.revision or any(f.rows for f in produced.files):
+        rows = sum(f.rows for f in produced.files)
+        if work.revision:
+            if rows and not _read_round(stage, work):
+                if produced.written is not None:
+                    shutil.rmtree(produced.written, ignore_errors=True)
+                at = stage.output_time(work.epoch)
+                raise StageFailedError(
+                    stage.name,
+                    work.epoch,
+                    f"this revision carries {rows} row(s) round into epoch {at}, where the loop "
+                    "did not run (nothing came round to it before, and nothing from outside): "
+                    "not supported yet (a loop cannot take new work at an epoch it has passed)",
+                )
+            return produced
+        if rows:
             return produced
         if produced.written is not None:
             shutil.rmtree(produced.written, ignore_errors=True)
-        return Produced((), None, announces=False)
+        return Produced((Written(None, 0, 0),), None, announces=False)
+
+
+def _read_round(stage: FeedbackStage, work: StageWork) -> bool:
+    """Whether the loop reads what ``stage`` carries round from ``work.epoch``: its message
+    there announced data (the loop's run of that epoch reads it when it runs), or a run of the
+    loop read its empty one."""
+    p, at = work.pipeline, stage.output_time(work.epoch)
+    for m in work.ledger.message(p, stage.name, 0, at):
+        if m.path is not None or work.ledger.read_by(p, MessageRef(stage.name, 0, at, m.attempt)):
+            return True
+    return False
 
 
 class SinkRun(KindRun[SinkStage]):

@@ -11,7 +11,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from pipelines import Pipeline
-from pipelines.testing import assert_output, close_sources, send_epochs, throwaway_runtime
+from pipelines.errors import RunFailedError
+from pipelines.testing import assert_output, close_sources, frame, send_epochs, throwaway_runtime
 
 pytestmark = pytest.mark.spark
 
@@ -65,5 +66,56 @@ def test_a_loop_carries_rows_on_and_ends_when_nothing_comes_round(spark: SparkSe
         assert done["restocked"] == (0, 1, 2, 3)
         for epoch in range(4):
             assert_output(rt, "queue", epoch, oracle(epoch))
-        assert rt.ledger.message("loop", "restocked", 0, 4) == []  # nothing carried to 4
+        # Nothing carried to 4: a message with no data, not counted (no run at 4 waits on it).
+        assert [(m.path, m.rows) for m in rt.ledger.message("loop", "restocked", 0, 4)] == [
+            (None, 0)
+        ]
         assert rt.pending() == []
+
+
+def test_a_correction_that_sends_a_backorder_round_reaches_the_next_epoch(
+    spark: SparkSession,
+) -> None:
+    """Epoch 0 first has no backorder: nothing comes round to 1, where the queue runs on what
+    came from outside. The correction adds a backorder at 0: the feedback at 0 read what the
+    correction replaced, so it is revised, and carries the backorder round; the queue at 1
+    read its empty message, so it is revised too, with the backorder restocked."""
+    sent = {0: [(1, "books", 900)], 1: [(5, "toys", 10)]}
+    with throwaway_runtime(loop(), spark) as rt:
+        send_epochs(rt, "orders", sent)
+        close_sources(rt)
+        rt.run()
+        assert_output(rt, "queue", 1, [(5, "toys", 10)])
+        rt.input("orders").correct(
+            0, frame(rt, "orders", [(1, "books", 900), (2, "backorder", 300)])
+        )
+        rt.run()
+        assert_output(rt, "queue", 1, [(5, "toys", 10), (2, "restocked", 300)])
+        assert rt.stale() == []
+        assert rt.pending() == []
+
+
+def test_a_revision_that_would_send_rows_round_to_an_epoch_the_loop_passed_is_refused(
+    spark: SparkSession,
+) -> None:
+    """Nothing came round to epoch 1 and nothing came from outside: the loop never ran there,
+    so a backorder a correction adds at 0 would reach no run. Refused, naming the stage, the
+    epoch and why; the rest of the revision stands."""
+    with throwaway_runtime(loop(), spark) as rt:
+        send_epochs(rt, "orders", {0: [(1, "books", 900)]})
+        close_sources(rt)
+        rt.run()
+        rt.input("orders").correct(
+            0, frame(rt, "orders", [(1, "books", 900), (2, "backorder", 300)])
+        )
+        with pytest.raises(RunFailedError) as err:
+            rt.run()
+        (failure,) = err.value.failures
+        assert (failure.stage, failure.epoch) == ("restocked", 0)
+        assert failure.cause == (
+            "this revision carries 1 row(s) round into epoch 1, where the loop did not run "
+            "(nothing came round to it before, and nothing from outside): not supported yet (a "
+            "loop cannot take new work at an epoch it has passed)"
+        )
+        assert_output(rt, "queue", 0, [(1, "books", 900), (2, "backorder", 300)])
+        assert rt.stale() == [("restocked", 0)]
