@@ -60,7 +60,7 @@ from progress.errors import (
     LedgerLockTimeoutError,
     LedgerMissingError,
 )
-from progress.ledger.lock import LedgerLock, mark, unmark
+from progress.ledger.lock import LedgerLock, mark, open_tracked, unmark
 from progress.ledger.want_watch import WantWatch
 
 ALIAS = "attached"
@@ -226,7 +226,7 @@ class AttachedFile:
                     if waited >= self.lock_timeout:
                         raise LedgerLockTimeoutError(str(self.path), waited, None) from err
                     if marked is None and self.marks_waits:
-                        marked = self._open_want()
+                        marked = open_tracked(self.want_path, f"{self.label} want file")
                         mark(marked)
                     time.sleep(ATTACH_RETRY)
         finally:

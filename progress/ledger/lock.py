@@ -26,6 +26,58 @@ from pathlib import Path
 from progress import disk
 from progress.errors import LedgerLockTimeoutError
 
+_opening: set[int] = set()
+"""The descriptors of this process's acquires under way (the lock file, the ``.want`` mark):
+a forked child closes its copies at once. A copy kept would hold the lock (or the mark) that
+the parent's waiting thread takes on it for as long as the child lives, the parent dead or
+not: ``flock`` belongs to the open file, which lives while any descriptor of it does."""
+_opening_guard = threading.Lock()
+
+
+def open_tracked(path: Path, label: str) -> int:
+    """``path`` opened (created when missing) for a lock or a mark, and tracked until the
+    acquire keeps it (``_kept``) or closes it (``_closed``); a disk that refuses raises an
+    error naming it."""
+    with _opening_guard:  # a fork waits: its child never has a descriptor not yet tracked
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            found = disk.ledger_error(err, path, label)
+            if found is None:
+                raise
+            raise found from err
+        _opening.add(fd)
+        return fd
+
+
+def _kept(fd: int) -> None:
+    """``fd`` is held now (the holder's own fork handling takes over: ``LedgerLock.forget``)."""
+    with _opening_guard:
+        _opening.discard(fd)
+
+
+def _closed(fd: int) -> None:
+    with _opening_guard:
+        _opening.discard(fd)
+        os.close(fd)
+
+
+def _close_in_child() -> None:
+    """In a forked child: the guard the fork took given back, and every copy closed (never
+    unlocked: the locks are the parent's)."""
+    _opening_guard.release()
+    for fd in _opening:
+        with suppress(OSError):
+            os.close(fd)
+    _opening.clear()
+
+
+os.register_at_fork(
+    before=_opening_guard.acquire,
+    after_in_parent=_opening_guard.release,
+    after_in_child=_close_in_child,
+)
+
 
 class LedgerLock:
     """``with LedgerLock(path, timeout):`` holds an exclusive ``flock`` on ``path``."""
@@ -58,11 +110,12 @@ class LedgerLock:
             if self._at_path(fd):
                 break
             fcntl.flock(fd, fcntl.LOCK_UN)  # a file deleted while we waited: lock the new one
-            os.close(fd)
+            _closed(fd)
         with suppress(OSError):  # the pid only helps a waiter's message (a full disk refuses it)
             os.ftruncate(fd, 0)
             os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
+        _kept(fd)
 
     def intact(self) -> bool:
         """Whether the lock held is still the lock file at the path (not deleted or replaced
@@ -78,14 +131,8 @@ class LedgerLock:
         return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
 
     def _open(self, path: Path) -> int:
-        """Open (or create) ``path``; a disk that refuses raises an error naming it."""
-        try:
-            return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            found = disk.ledger_error(err, path, self.label)
-            if found is None:
-                raise
-            raise found from err
+        """Open (or create) ``path``, tracked until kept or closed (``open_tracked``)."""
+        return open_tracked(path, self.label)
 
     def _wait_marked(self, fd: int, started: float) -> None:
         """``_wait``, holding a shared lock on ``want`` meanwhile (when there is one)."""
@@ -111,7 +158,7 @@ class LedgerLock:
             with state:
                 if abandoned:
                     fcntl.flock(fd, fcntl.LOCK_UN)
-                    os.close(fd)
+                    _closed(fd)
                 else:
                     got.set()
 
@@ -166,4 +213,4 @@ def unmark(mark: int) -> None:
     first, since a forked child's copy of the descriptor would keep the mark otherwise."""
     with suppress(OSError):
         fcntl.flock(mark, fcntl.LOCK_UN)
-    os.close(mark)
+    _closed(mark)

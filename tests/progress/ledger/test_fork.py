@@ -16,8 +16,10 @@ import pytest
 from progress.errors import DatabaseFileError
 from progress.ledger import Ledger
 from progress.ledger.engine import AttachedFile
+from progress.ledger.lock import LedgerLock
 from tests.lock_files import wait_free
 from tests.progress.ledger.scenario import bank_graph
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.ledger
 
@@ -136,3 +138,44 @@ def test_a_child_forked_inside_a_transaction_cannot_commit_it_through_the_parent
     assert ledger.verify().ok
     ledger.register("after", bank_graph())  # the parent goes on
     assert sorted(ledger.pipelines()) == ["after", "bank"]
+
+
+def _copies(path: Path) -> int:
+    """How many of this process's descriptors are open on ``path``."""
+    found = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+        except OSError:
+            continue
+    return found
+
+
+def test_a_child_forked_while_another_thread_waits_for_the_lock_keeps_no_copy_of_it(
+    tmp_path: Path,
+) -> None:
+    """A copy of the waiting thread's descriptor in the child would hold the lock that thread
+    then takes for as long as the child lives, its parent killed or not; and a copy of its
+    ``.want`` mark would tell every holder someone waits."""
+    path, want = tmp_path / "ledger.lock", tmp_path / "ledger.want"
+    holder = LedgerLock(path, 5)
+    holder.acquire()
+    waiter = LedgerLock(path, 30, want=want)
+    waiting = threading.Thread(target=waiter.acquire)
+    waiting.start()
+    wait_until(lambda: _copies(path) == 2 and _copies(want) == 1, 10, "the waiter's descriptors")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what it holds, and leave at once
+        os.write(write, f"{_copies(path)} {_copies(want)}".encode())
+        os._exit(0)
+    os.close(write)
+    said = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    holder.release()
+    waiting.join(10)
+    assert not waiting.is_alive()
+    # Only the holder's own descriptor (a ledger's holder forgets it in its child: ``forget``).
+    assert said == "1 0"
+    waiter.release()
