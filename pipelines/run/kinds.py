@@ -35,7 +35,7 @@ from pipelines.stages.kinds import (
     TransformStage,
     UnionStage,
 )
-from progress import Time
+from progress import Source, Time, less_equal
 from progress.ledger import Ledger, MessageRecord, MessageRef
 from state_store import KeyedState
 
@@ -251,9 +251,10 @@ class FeedbackRun(KindRun[FeedbackStage]):
         (its message, with no data, is catalogued uncounted), and the loop's next epoch waits
         only for what comes from outside it. The message keeps what the run read, so a revision
         of that input finds the run stale, and the revised message (rows now, perhaps) makes
-        the loop's runs that read the empty one stale in turn. Where none did (the loop did not
-        run that epoch: nothing came round, nothing came from outside), rows carried round by a
-        revision would reach no run: refused, not yet supported."""
+        the loop's runs that read the empty one stale in turn; a run of the loop still to come
+        reads the revised one. Where the loop passed that epoch without running (nothing came
+        round, nothing came from outside), rows carried round by a revision would reach no
+        run: refused, not yet supported."""
         produced = work.write(work.frames[0])
         rows = sum(f.rows for f in produced.files)
         if work.revision:
@@ -264,9 +265,10 @@ class FeedbackRun(KindRun[FeedbackStage]):
                 raise StageFailedError(
                     stage.name,
                     work.epoch,
-                    f"this revision carries {rows} row(s) round into epoch {at}, where the loop "
-                    "did not run (nothing came round to it before, and nothing from outside): "
-                    "not supported yet (a loop cannot take new work at an epoch it has passed)",
+                    f"this revision carries {rows} row(s) round into epoch {at}, which the loop "
+                    "passed without running (nothing came round to it before, and nothing from "
+                    "outside): not supported yet (a loop cannot take new work at an epoch it "
+                    "has passed)",
                 )
             return produced
         if rows:
@@ -278,13 +280,18 @@ class FeedbackRun(KindRun[FeedbackStage]):
 
 def _read_round(stage: FeedbackStage, work: StageWork) -> bool:
     """Whether the loop reads what ``stage`` carries round from ``work.epoch``: its message
-    there announced data (the loop's run of that epoch reads it when it runs), or a run of the
-    loop read its empty one."""
+    there announced data (the loop's run of that epoch reads it when it runs), a run of the
+    loop read its empty one, or the loop has not passed that epoch yet (its run there, if one
+    comes, reads the revised message)."""
     p, at = work.pipeline, stage.output_time(work.epoch)
     for m in work.ledger.message(p, stage.name, 0, at):
         if m.path is not None or work.ledger.read_by(p, MessageRef(stage.name, 0, at, m.attempt)):
             return True
-    return False
+    tracker = work.ledger.tracker(p)  # a reader whose input, at any port, may still get `at`
+    graph = tracker.graph
+    readers = {target.node for target in graph.edges.get(Source(stage.name, 0), ())}
+    ports = [port for name in readers for port in graph.node(name).targets()]
+    return any(less_equal(t, at) for port in ports for t in tracker.frontier(port).elements)
 
 
 class SinkRun(KindRun[SinkStage]):

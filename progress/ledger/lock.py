@@ -20,6 +20,7 @@ import fcntl
 import os
 import threading
 import time
+import weakref
 from contextlib import suppress
 from pathlib import Path
 
@@ -27,17 +28,19 @@ from progress import disk
 from progress.errors import LedgerLockTimeoutError
 
 _opening: set[int] = set()
-"""The descriptors of this process's acquires under way (the lock file, the ``.want`` mark):
-a forked child closes its copies at once. A copy kept would hold the lock (or the mark) that
-the parent's waiting thread takes on it for as long as the child lives, the parent dead or
-not: ``flock`` belongs to the open file, which lives while any descriptor of it does."""
+"""The descriptors of this process's acquires under way (the lock file, the ``.want`` mark)."""
+_holding: weakref.WeakSet[LedgerLock] = weakref.WeakSet()
+"""The locks this process holds. A forked child closes its copies of both at once (it never
+unlocks them: the locks are the parent's). A copy kept would hold the lock (or the mark) for
+as long as the child lives, the parent dead or not: ``flock`` belongs to the open file, which
+lives while any descriptor of it does. Every descriptor is in one or the other from its open
+to its close, so a fork at any moment finds it."""
 _opening_guard = threading.Lock()
 
 
 def open_tracked(path: Path, label: str) -> int:
-    """``path`` opened (created when missing) for a lock or a mark, and tracked until the
-    acquire keeps it (``_kept``) or closes it (``_closed``); a disk that refuses raises an
-    error naming it."""
+    """``path`` opened (created when missing) for a lock or a mark, and tracked until it is
+    held (``_held``) or closed (``_closed``); a disk that refuses raises an error naming it."""
     with _opening_guard:  # a fork waits: its child never has a descriptor not yet tracked
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -50,10 +53,20 @@ def open_tracked(path: Path, label: str) -> int:
         return fd
 
 
-def _kept(fd: int) -> None:
-    """``fd`` is held now (the holder's own fork handling takes over: ``LedgerLock.forget``)."""
+def _held(lock: LedgerLock, fd: int) -> None:
+    """``lock`` holds ``fd`` now: tracked as held, in one step (a fork sees one or the other)."""
     with _opening_guard:
+        lock._fd = fd
+        _holding.add(lock)
         _opening.discard(fd)
+
+
+def _let_go(lock: LedgerLock) -> int | None:
+    """``lock``'s descriptor, taken from it and no longer tracked (the caller closes it)."""
+    with _opening_guard:
+        fd, lock._fd = lock._fd, None
+        _holding.discard(lock)
+        return fd
 
 
 def _closed(fd: int) -> None:
@@ -63,13 +76,14 @@ def _closed(fd: int) -> None:
 
 
 def _close_in_child() -> None:
-    """In a forked child: the guard the fork took given back, and every copy closed (never
-    unlocked: the locks are the parent's)."""
+    """In a forked child: the guard the fork took given back, and every copy closed."""
     _opening_guard.release()
     for fd in _opening:
         with suppress(OSError):
             os.close(fd)
     _opening.clear()
+    for lock in list(_holding):
+        lock.forget()
 
 
 os.register_at_fork(
@@ -114,8 +128,7 @@ class LedgerLock:
         with suppress(OSError):  # the pid only helps a waiter's message (a full disk refuses it)
             os.ftruncate(fd, 0)
             os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._fd = fd
-        _kept(fd)
+        _held(self, fd)
 
     def intact(self) -> bool:
         """Whether the lock held is still the lock file at the path (not deleted or replaced
@@ -175,13 +188,13 @@ class LedgerLock:
     def forget(self) -> None:
         """In a forked child: close this copy of the descriptor, never unlocking it (the lock
         is the parent's, and ends when the parent lets it go)."""
-        fd, self._fd = self._fd, None
+        fd = _let_go(self)
         if fd is not None:
             with suppress(OSError):
                 os.close(fd)
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
+        fd = _let_go(self)
         if fd is not None:
             fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)

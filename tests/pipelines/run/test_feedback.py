@@ -95,6 +95,26 @@ def test_a_correction_that_sends_a_backorder_round_reaches_the_next_epoch(
         assert rt.pending() == []
 
 
+def test_a_backorder_a_correction_sends_round_waits_for_the_loops_next_run(
+    spark: SparkSession,
+) -> None:
+    """The orders worker still holds epoch 1 when epoch 0 is corrected: the loop has not run
+    1 yet, so the revised feedback's backorder is read by that run when it comes."""
+    with throwaway_runtime(loop(), spark) as rt:
+        send_epochs(rt, "orders", {0: [(1, "books", 900)]})
+        rt.run()
+        rt.input("orders").correct(
+            0, frame(rt, "orders", [(1, "books", 900), (2, "backorder", 300)])
+        )
+        rt.run()  # no failure: the revision's row waits for epoch 1
+        assert rt.stale() == []
+        send_epochs(rt, "orders", {1: [(5, "toys", 10)]})
+        close_sources(rt)
+        rt.run()
+        assert_output(rt, "queue", 1, [(5, "toys", 10), (2, "restocked", 300)])
+        assert rt.stale() == []
+
+
 def test_a_revision_that_would_send_rows_round_to_an_epoch_the_loop_passed_is_refused(
     spark: SparkSession,
 ) -> None:
@@ -113,9 +133,9 @@ def test_a_revision_that_would_send_rows_round_to_an_epoch_the_loop_passed_is_re
         (failure,) = err.value.failures
         assert (failure.stage, failure.epoch) == ("restocked", 0)
         assert failure.cause == (
-            "this revision carries 1 row(s) round into epoch 1, where the loop did not run "
-            "(nothing came round to it before, and nothing from outside): not supported yet (a "
-            "loop cannot take new work at an epoch it has passed)"
+            "this revision carries 1 row(s) round into epoch 1, which the loop passed without "
+            "running (nothing came round to it before, and nothing from outside): not supported "
+            "yet (a loop cannot take new work at an epoch it has passed)"
         )
         assert_output(rt, "queue", 0, [(1, "books", 900), (2, "backorder", 300)])
         assert rt.stale() == [("restocked", 0)]

@@ -155,8 +155,9 @@ def test_a_child_forked_while_another_thread_waits_for_the_lock_keeps_no_copy_of
     tmp_path: Path,
 ) -> None:
     """A copy of the waiting thread's descriptor in the child would hold the lock that thread
-    then takes for as long as the child lives, its parent killed or not; and a copy of its
-    ``.want`` mark would tell every holder someone waits."""
+    then takes for as long as the child lives, its parent killed or not; a copy of its
+    ``.want`` mark would tell every holder someone waits; and a copy of a held lock's, before
+    its owner records it (a ledger attaching its file), would outlive the parent's hold."""
     path, want = tmp_path / "ledger.lock", tmp_path / "ledger.want"
     holder = LedgerLock(path, 5)
     holder.acquire()
@@ -176,6 +177,5 @@ def test_a_child_forked_while_another_thread_waits_for_the_lock_keeps_no_copy_of
     holder.release()
     waiting.join(10)
     assert not waiting.is_alive()
-    # Only the holder's own descriptor (a ledger's holder forgets it in its child: ``forget``).
-    assert said == "1 0"
+    assert said == "0 0"  # the holder's copy too: held from its acquire on, whoever owns it
     waiter.release()
