@@ -366,7 +366,11 @@ class KeyedState:
 
     def restore(self, pipeline: str, stage: str, key: Sequence[str]) -> bool:
         """Make ``latest`` the state as of the last epoch again, when a revision stopped before
-        its commits did (``rewind``); whether it had to."""
+        its commits did (``rewind``); whether it had to. Every run looks: a read first, a
+        write only when there is something to restore."""
+        with self.connect(reading=True) as con:
+            if not self.rewound(con, pipeline, stage):
+                return False
         with self.connect() as con:
             if not self.rewound(con, pipeline, stage):
                 return False
