@@ -9,11 +9,12 @@ A holder given a ``linger`` keeps the lock and the attachment after a use, for t
 find them (a read of a few rows then costs its queries only). It lets them go as soon as another
 holder wants the file, after ``linger`` seconds without a use, and at exit. A waiter marks its
 wait with a shared lock on ``{file}.want`` (every holder of such a file does: ``marks_waits``);
-the lingering holder looks at that mark before each use and, while it lingers, as soon as a
-waiter marks it (``want_watch``: the waiter touches the mark, and the holder's watcher sleeps
-until then; it looks every ``WANT_POLL`` seconds where it cannot). Before it detaches it calls
-``on_release`` with the connection, so work it put off (counters, marks) is written before any
-other holder can read the file.
+the lingering holder looks at that mark before each use, after its hold's first use (a waiter
+queued before the hold began touched the mark before anything watched it) and, while it
+lingers, as soon as a waiter marks it (``want_watch``: the waiter touches the mark, and the
+holder's watcher sleeps until then; it looks every ``WANT_POLL`` seconds where it cannot).
+Before it detaches it calls ``on_release`` with the connection, so work it put off (counters,
+marks) is written before any other holder can read the file.
 
 A fork first takes every holder's guard (waiting at most ``FORK_WAIT`` for a use under way,
 the forking thread's own included) and lets go each hold it got, as its linger would, so the
@@ -341,11 +342,18 @@ class AttachedFile:
                     watch.wake()  # its watcher ends (it closes the watch then, not before)
 
     def _watch(self) -> None:
-        """Start the thread that lets a lingering hold go (one per hold)."""
+        """After a hold's first use: let it go now if another holder waits for the file, else
+        start the thread that lets it go later (one per hold)."""
         if self._held is None or self._watched == self.holds:
             return
         self._watched = self.holds
-        self._want_watch = WantWatch.open(self.want_path)
+        watch = WantWatch.open(self.want_path)  # opened first: a mark from now on wakes it
+        if self._wanted():  # marked before the hold began (queued behind it): no watch saw it
+            if watch is not None:
+                watch.close()
+            self._release()
+            return
+        self._want_watch = watch
         threading.Thread(  # it keeps the holder alive until the hold ends
             target=_watch,
             args=(self, self.holds, self._want_watch),

@@ -4,6 +4,7 @@ lingering holder sleeps until a waiter marks the file."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ import pytest
 
 from progress.ledger import Ledger
 from progress.ledger.engine import IDLE_LOOK
+from progress.ledger.lock import mark, unmark
 from progress.ledger.want_watch import WantWatch
 from tests.lock_files import free, wait_free
 from tests.progress.ledger.scenario import bank_graph
@@ -212,3 +214,56 @@ def test_a_lingering_holder_sleeps_until_a_waiter_marks_the_file_and_lets_it_go_
     # The waiter's mark wakes the watcher at once, not at its next look: half a second after
     # the hold began (``IDLE_LOOK``), as each of these waits would take without the wake.
     assert sorted(waited)[2] < IDLE_LOOK / 2, waited
+
+
+def test_a_hold_begun_while_another_holder_waits_is_let_go_after_its_first_use(
+    tmp_path: Path,
+) -> None:
+    path, ledger = registered(tmp_path, 60)
+    ledger.release()
+    mark_fd = os.open(path.with_name(path.name + ".want"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        mark(mark_fd)  # a waiter queued before the next hold began: it touched no watch then
+        assert ledger.pipelines() == ["bank"]
+        assert free(path)  # let go as the use ended, not at the watcher's first look
+    finally:
+        unmark(mark_fd)  # and closed
+
+
+def queued(path: Path) -> int:
+    """How many holders are blocked in the kernel's queue for the lock of ``path``."""
+    inode = os.stat(path.with_name(path.name + ".lock")).st_ino
+    lines = Path("/proc/locks").read_text().splitlines()
+    return sum(1 for line in lines if "->" in line and f":{inode} " in line)
+
+
+def test_holders_queued_behind_a_hold_get_the_file_in_turn_at_once(tmp_path: Path) -> None:
+    path, _ = registered(tmp_path, 0)
+    waiters = 6
+    holders = [Ledger(path, lock_timeout=60, linger=60) for _ in range(waiters)]
+    failed: list[BaseException] = []
+
+    def use(holder: Ledger) -> None:
+        try:
+            holder.pipelines()  # then it lingers, with the others queued behind it
+        except BaseException as err:  # shown by the test's thread
+            failed.append(err)
+
+    lock_fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)  # a holder that never lingers: they all queue
+    threads = [threading.Thread(target=use, args=(h,)) for h in holders]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: queued(path) == waiters, 30, "every holder queued for the lock")
+    started = time.monotonic()
+    fcntl.flock(lock_fd, fcntl.LOCK_UN)
+    os.close(lock_fd)
+    for thread in threads:
+        thread.join(60)
+    took = time.monotonic() - started
+    for holder in holders:
+        holder.release()
+    assert failed == []
+    # Each hold begins with the rest queued behind it, marked before it began: kept until its
+    # watcher's first look (``IDLE_LOOK``), these turns would take about 2.5 s.
+    assert took < (waiters - 1) * IDLE_LOOK / 2, took
