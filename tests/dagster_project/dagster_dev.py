@@ -19,7 +19,6 @@ from dagster_project.dev.server import (
     wait_until_serving,
 )
 from dagster_project.dev.server import spawn as spawn_server
-from tests.daemon_pace import paced
 from tests.sockets import free_port
 
 __all__ = [
@@ -58,9 +57,8 @@ class DagsterDev(DevServer):
 
 
 def launch(workdir: Path, env: dict[str, str], serve: Serve = Serve.DEV) -> DagsterDev:
-    """``serve`` on the project's workspace on a free port (see ``dev.server.start``), its
-    daemon's loops shortened (``tests.daemon_pace``)."""
-    dev = start(workdir, paced(env), free_port(), workspace=WORKSPACE, serve=serve)
+    """``serve`` on the project's workspace on a free port (see ``dev.server.start``)."""
+    dev = start(workdir, env, free_port(), workspace=WORKSPACE, serve=serve)
     return DagsterDev(dev.process, dev.port, dev.log)
 
 
