@@ -33,7 +33,7 @@ system: ## Install the system packages the suite needs (Java, ps, Chromium) when
 .PHONY: test
 # Three test processes (each with its own Spark session), a whole test file to each at a time:
 # the suite's Spark jobs, child processes and waits overlap on the two cores (with two, the
-# cores were idle about a fifth of the time; with three, 5%). The files are taken in the suite's
+# cores were idle 12% of the time; with three, 4%). The files are taken in the suite's
 # order (the slow ones first, longest first: tests/conftest.py), not by test count.
 TEST_WORKERS ?= 3
 
