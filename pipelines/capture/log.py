@@ -3,20 +3,24 @@
     DIR/events.jsonl     one JSON object per line: the header, then events 0, 1, 2, ...
     DIR/data/*.parquet   the data of the messages, named by the events that carry them
 
-The header line reads ``{"format": "epochgate-capture", "version": 1, "stream": <id>, ...}``
+The header line reads ``{"format": "epochgate-capture", "version": 2, "stream": <id>, ...}``
 and says which pipeline, stage, port and worker the stream came from, its minimum time and the
 Spark schema of its rows (as JSON). Each event line has ``index`` (0, 1, 2, ...), ``kind``
 (``messages``, ``progress`` or ``revision``), ``time`` and ``files`` (``path``, ``rows``,
 ``bytes``, ``sha256``) or ``changes`` (``[[time, delta], ...]``), ``batch`` (the id of the ledger
 batch that committed it, where the stream was captured: a capture resumes after the last one),
-and ``crc``: the CRC-32 of the
-line's canonical JSON without ``crc`` (keys sorted, no spaces). DuckDB reads it as it is::
+``end`` (``true`` on the last event of each append) and ``crc``: the CRC-32 of the line's
+canonical JSON without ``crc`` (keys sorted, no spaces). DuckDB reads it as it is::
 
     SELECT index, kind, time, changes FROM read_json('DIR/events.jsonl') WHERE kind IS NOT NULL
 
-An event line is appended with one write, flushed and synced, under an exclusive lock on
-``DIR/events.lock``; a reader that finds the last line cut short (a writer killed in the write)
-refuses the log, and the writer cuts the torn tail off before it appends again.
+The events of one append (a sync's: a history is many) are written with one write, flushed and
+synced, under an exclusive lock on ``DIR/events.lock``. They count together or not at all: the
+lines after the last ``end`` are an append under way or cut short by a kill, and no part of the
+log. A reader that finds the last line cut short refuses the log (a writer may be inside its
+write: it looks once more first); the writer cuts the lines after the last ``end`` off before
+it appends again, so a kill inside an append loses the whole append, which the next sync plans
+again. A log of version 1 (before ``end``) counts every whole line.
 
 A process keeps what it last read and checked of each log: when the log's bytes still begin
 with those, only the lines after them are parsed and checked (a follower polling a capture of
@@ -56,7 +60,10 @@ from progress.capture import (
 from progress.faults import FaultPoint
 
 FORMAT = "epochgate-capture"
-VERSION = 1
+VERSION = 2
+"""The version of the logs this code writes."""
+READS = (1, 2)
+"""The versions it reads: version 1 has no ``end`` (every whole line is an event)."""
 LOG = "events.jsonl"
 LOCK = "events.lock"
 DATA = "data"
@@ -75,11 +82,12 @@ class Header:
     minimum: int
     schema: str
     created_at: str
+    version: int = VERSION
 
     def as_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT,
-            "version": VERSION,
+            "version": self.version,
             "stream": self.stream,
             "pipeline": self.pipeline,
             "stage": self.stage,
@@ -130,8 +138,10 @@ def _files_json(files: Sequence[DataFile]) -> list[dict[str, Any]]:
     return [{"path": f.path, "rows": f.rows, "bytes": f.bytes, "sha256": f.sha256} for f in files]
 
 
-def event_json(index: int, event: Event, batch: int | None = None) -> dict[str, Any]:
-    """An event as its log line's object (without ``crc``)."""
+def event_json(
+    index: int, event: Event, batch: int | None = None, *, end: bool = False
+) -> dict[str, Any]:
+    """An event as its log line's object (without ``crc``); ``end``: the last of its append."""
     out: dict[str, Any]
     if isinstance(event, Progress):
         out = {"index": index, "kind": "progress", "changes": [list(c) for c in event.changes]}
@@ -140,6 +150,8 @@ def event_json(index: int, event: Event, batch: int | None = None) -> dict[str, 
         out = {"index": index, "kind": kind, "time": event.time, "files": _files_json(event.files)}
     if batch is not None:
         out["batch"] = batch
+    if end:
+        out["end"] = True
     return out
 
 
@@ -185,9 +197,10 @@ def _parse(stream: str, index: int | None, raw: bytes) -> dict[str, Any]:
 
 
 def _header(stream: str, obj: dict[str, Any]) -> Header:
-    if obj.get("format") != FORMAT or obj.get("version") != VERSION:
+    if obj.get("format") != FORMAT or obj.get("version") not in READS:
         found = f"format {obj.get('format')!r}, version {obj.get('version')!r}"
-        raise StreamError(stream, None, Rule.FOREIGN, f"{found}; this code reads version {VERSION}")
+        known = " and ".join(str(v) for v in READS)
+        raise StreamError(stream, None, Rule.FOREIGN, f"{found}; this code reads version {known}")
     try:
         return Header(
             str(obj["stream"]),
@@ -198,6 +211,7 @@ def _header(stream: str, obj: dict[str, Any]) -> Header:
             int(obj["minimum"]),
             str(obj["schema"]),
             str(obj["created_at"]),
+            int(obj["version"]),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise StreamError(stream, None, Rule.FOREIGN, f"a header without {err}") from err
@@ -278,6 +292,7 @@ def read(directory: str | Path, *, check_data: bool = False) -> Log:
             list(known.batches),
             list(known.frontiers),
         )
+    data = data[: _appended(name, known.header.version, data, len(known.data))]
     for raw in data[len(known.data) :].splitlines():
         position = len(known.events)
         obj = _parse(name, position, raw)
@@ -363,24 +378,48 @@ def append(
     ``first_index, ...``: the caller holds ``locked`` and knows the log's ``length``."""
     path = Path(directory) / LOG
     of = list(batches) if batches is not None else [None] * len(events)
+    last = len(events) - 1
     _append(
         path,
-        [_line(event_json(first_index + i, e, of[i])) for i, e in enumerate(events)],
+        [_line(event_json(first_index + i, e, of[i], end=i == last)) for i, e in enumerate(events)],
     )
 
 
 def length(directory: str | Path) -> int:
-    """How many events the log holds, after cutting off a torn last line (the caller holds
-    ``locked``: a torn line is then a writer that died inside its write)."""
+    """How many events the log holds, after cutting off a torn last line and the lines after
+    the last ``end`` (the caller holds ``locked``: they are then an append that a writer did
+    not finish, killed inside its write)."""
     path = Path(directory) / LOG
     data = path.read_bytes()
     cut = data.rfind(b"\n") + 1
+    if cut:
+        first = data.index(b"\n") + 1
+        version = _header(str(directory), _parse(str(directory), None, data[:first])).version
+        cut = _appended(str(directory), version, data[:cut], first)
     if cut != len(data):
         with path.open("r+b") as fh:
             fh.truncate(cut)
             fh.flush()
             os.fsync(fh.fileno())
     return max(data[:cut].count(b"\n") - 1, 0)
+
+
+def _appended(stream: str, version: int, data: bytes, start: int) -> int:
+    """Where the whole appends end in ``data`` (whole lines; those before ``start`` are whole
+    appends already): after its last line with ``end`` (version 1: after its last line). A
+    line that does not parse ends the search there: the reader refuses it, naming it."""
+    if version < 2:
+        return len(data)
+    end = len(data)
+    while end > start:
+        begin = max(data.rfind(b"\n", start, end - 1) + 1, start)
+        try:
+            if _parse(stream, None, data[begin:end]).get("end") is True:
+                return end
+        except StreamError:
+            return end
+        end = begin
+    return start
 
 
 def _append(path: Path, lines: Sequence[bytes]) -> None:

@@ -26,6 +26,7 @@ from pipelines.testing import close_sources
 from progress import Tracker
 from progress.capture import Messages, Revision
 from progress.errors import CaptureError
+from progress.faults import FAULT_ENV, FaultPoint
 from progress.ledger import CaptureRecord, Ledger, StreamHead
 from tests.fixtures import captures, slow
 from tests.waiting import wait_until
@@ -255,6 +256,41 @@ def test_a_capture_survives_sigkill_right_after_the_commit(
     assert captures.shapes(tmp_path / "cards") == [(P, ()), (M, 0), (P, ((0, -1), (1, 1)))]
     assert rt.sync_captures() == 0
     capture_log.read(tmp_path / "cards", check_data=True)
+
+
+def test_a_history_cut_short_by_a_kill_inside_its_append_is_written_again_whole(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """Started from epoch 0 once every epoch is done, a capture's first sync appends its whole
+    history at once: each epoch's messages and a progress past it. Killed inside that append
+    (the write torn in two, a first progress among the lines before the tear), it leaves those
+    lines behind: they are no part of the log, and the next sync writes the history whole."""
+    data = captures.inputs(tmp_path / "raw")
+    rt = captures.runtime(tmp_path, spark)
+    for epoch in range(captures.EPOCHS):
+        captures.send_epoch(rt, data, epoch, hold=False)
+        rt.run_stage("valid_cards", epoch)
+    cards = tmp_path / "cards"
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.fixtures.captures", str(tmp_path), "--capture", str(cards)],
+        env={**os.environ, FAULT_ENV: f"{FaultPoint.CAPTURE_APPEND.value}:2"},  # 1: the header
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
+    left = (cards / capture_log.LOG).read_bytes().splitlines()[1:]
+    kinds = [json.loads(line)["kind"] for line in left[:-1]]  # the last one torn
+    assert kinds[:2] == [M, P], left  # the first epoch and its progress were written
+    whole = [(M, 0), (P, ((0, -1), (1, 1))), (M, 1), (P, ((1, -1), (2, 1))), (M, 2)]
+    assert rt.sync_captures() == 6
+    assert captures.shapes(cards) == [*whole, (P, ((2, -1), (3, 1)))]
+    for epoch in range(captures.EPOCHS):
+        assert captures.rows_at(cards, epoch) == card_oracle(data, epoch)
+    assert rt.sync_captures() == 0
+    capture_log.read(cards, check_data=True)
 
 
 def card_oracle(data: DemoData, epoch: int) -> list[tuple[object, ...]]:

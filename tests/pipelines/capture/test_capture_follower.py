@@ -116,10 +116,9 @@ def test_a_process_that_exits_syncs_first(tmp_path: Path) -> None:
 
 def test_a_log_cut_short_inside_its_last_event_gets_it_again(tmp_path: Path) -> None:
     """A correction at an epoch still open waits for its release: the advance's sync appends
-    the ``Progress`` and the ``Revision`` in one write. A kill inside that write leaves a log
-    whose stream has not moved since its last whole event (the progress's batch is the
-    advance's): the next sync reads the log again and plans it in full, so the revision is
-    appended again."""
+    the ``Progress`` and the ``Revision`` in one write. A kill inside that write leaves the
+    progress whole and the revision torn: the append counts together or not at all, so the
+    next sync cuts both off and appends both again, the same."""
     data = captures.inputs(tmp_path / "raw")
     rt = captures.runtime(tmp_path, spark_session)
     rt.capture("card_payments", tmp_path / "worker2", worker=2)
@@ -133,7 +132,7 @@ def test_a_log_cut_short_inside_its_last_event_gets_it_again(tmp_path: Path) -> 
     whole = log.read_bytes()
     cut = whole.rstrip(b"\n").rfind(b"\n") + 1 + 20  # 20 bytes into the last line
     log.write_bytes(whole[:cut])
-    assert rt.sync_captures() == 1
+    assert rt.sync_captures() == 2
     assert log.read_bytes() == whole
     assert rt.sync_captures() == 0
 

@@ -67,7 +67,7 @@ def test_truncated_flipped_and_foreign_logs_are_refused(tmp_path: Path) -> None:
     header = capture_log.new_header("bank", "balances").as_json()
     foreign = capture_log._line(dict(header, version=9)) + b"".join(lines[1:])
     assert damaged(d, foreign).rule is Rule.FOREIGN
-    assert damaged(d, good.replace(b'"version":1', b'"version":9', 1)).rule is Rule.CORRUPT
+    assert damaged(d, good.replace(b'"version":2', b'"version":9', 1)).rule is Rule.CORRUPT
     assert damaged(d, b"").rule is Rule.TRUNCATED
 
 
@@ -88,6 +88,41 @@ def test_a_writer_cuts_a_torn_last_line(tmp_path: Path) -> None:
         capture_log.read(d)
     with capture_log.locked(d):
         assert capture_log.length(d) == 3
+    assert len(capture_log.read(d).events) == 3
+
+
+def test_the_events_of_an_append_count_together_or_not_at_all(tmp_path: Path) -> None:
+    """Whole lines after the last ``end`` are an append under way or cut short by a kill: no
+    part of the log for a reader, and cut off by the next writer."""
+    d = written(tmp_path)
+    whole = (d / capture_log.LOG).read_bytes()
+    assert [b'"end":true' in line for line in whole.splitlines()[1:]] == [False, True, True]
+    unfinished = [Progress(((2, 1), (1, -1))), Messages(2, ())]
+    lines = [capture_log._line(capture_log.event_json(3 + i, e)) for i, e in enumerate(unfinished)]
+    with (d / capture_log.LOG).open("ab") as fh:
+        fh.write(b"".join(lines))
+    assert len(capture_log.read(d).events) == 3
+    with capture_log.locked(d):
+        assert capture_log.length(d) == 3
+    assert (d / capture_log.LOG).read_bytes() == whole
+    with capture_log.locked(d):
+        capture_log.append(d, 3, unfinished)
+    assert len(capture_log.read(d).events) == 5
+
+
+def test_a_version_1_log_counts_every_whole_line(tmp_path: Path) -> None:
+    """Written before appends were marked: every whole line is an event, and appending to it
+    goes on."""
+    d = tmp_path / "cap"
+    header = dict(capture_log.new_header("bank", "balances").as_json(), version=1)
+    body = [capture_log.event_json(0, Messages(0, ())), capture_log.event_json(1, Progress(()))]
+    (d / capture_log.DATA).mkdir(parents=True)
+    (d / capture_log.LOG).write_bytes(b"".join(capture_log._line(o) for o in [header, *body]))
+    assert capture_log.read(d).header.version == 1
+    assert len(capture_log.read(d).events) == 2
+    with capture_log.locked(d):
+        assert capture_log.length(d) == 2
+        capture_log.append(d, 2, [Messages(0, ())])
     assert len(capture_log.read(d).events) == 3
 
 

@@ -153,13 +153,14 @@ def _stream(c: Capture) -> str:
 
 
 def test_a_log_cut_below_what_was_fed_is_refused(tmp_path: Path) -> None:
+    """The last line cut off: the three events were one append, and none of it is left."""
     c, rt = setup(tmp_path)
     lines = c.log.read_bytes().splitlines(keepends=True)
     c.log.write_bytes(b"".join(lines[:-1]))
     with pytest.raises(StreamError) as err:
         rt.replay()
-    assert (err.value.rule, err.value.index) == (Rule.TRUNCATED, 2)
-    assert "3 events of it were fed already, and the log holds 2" in str(err.value)
+    assert (err.value.rule, err.value.index) == (Rule.TRUNCATED, 0)
+    assert "3 events of it were fed already, and the log holds 0" in str(err.value)
 
 
 def test_events_fed_in_pieces_equal_events_fed_at_once(tmp_path: Path) -> None:
