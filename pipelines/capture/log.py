@@ -10,9 +10,12 @@ Spark schema of its rows (as JSON). Each event line has ``index`` (0, 1, 2, ...)
 ``bytes``, ``sha256``) or ``changes`` (``[[time, delta], ...]``), ``batch`` (the id of the ledger
 batch that committed it, where the stream was captured: a capture resumes after the last one),
 ``end`` (``true`` on the last event of each append) and ``crc``: the CRC-32 of the line's
-canonical JSON without ``crc`` (keys sorted, no spaces). DuckDB reads it as it is::
+canonical JSON without ``crc`` (keys sorted, no spaces). DuckDB reads it as it is (the events
+through the last ``end``)::
 
-    SELECT index, kind, time, changes FROM read_json('DIR/events.jsonl') WHERE kind IS NOT NULL
+    SELECT index, kind, time, changes FROM read_json('DIR/events.jsonl', sample_size = -1)
+    WHERE kind IS NOT NULL AND index <= (
+        SELECT max(index) FROM read_json('DIR/events.jsonl', sample_size = -1) WHERE "end")
 
 The events of one append (a sync's: a history is many) are written with one write, flushed and
 synced, under an exclusive lock on ``DIR/events.lock``. They count together or not at all: the
@@ -20,7 +23,8 @@ lines after the last ``end`` are an append under way or cut short by a kill, and
 log. A reader that finds the last line cut short refuses the log (a writer may be inside its
 write: it looks once more first); the writer cuts the lines after the last ``end`` off before
 it appends again, so a kill inside an append loses the whole append, which the next sync plans
-again. A log of version 1 (before ``end``) counts every whole line.
+again. A log of version 1 (before ``end``) counts every whole line; the next writer makes it
+version 2 before it appends.
 
 A process keeps what it last read and checked of each log: when the log's bytes still begin
 with those, only the lines after them are parsed and checked (a follower polling a capture of
@@ -388,20 +392,41 @@ def append(
 def length(directory: str | Path) -> int:
     """How many events the log holds, after cutting off a torn last line and the lines after
     the last ``end`` (the caller holds ``locked``: they are then an append that a writer did
-    not finish, killed inside its write)."""
+    not finish, killed inside its write). A log of version 1 is made version 2 first (its
+    last line marked ``end``), so that what this code appends to it counts the same way."""
     path = Path(directory) / LOG
     data = path.read_bytes()
     cut = data.rfind(b"\n") + 1
     if cut:
         first = data.index(b"\n") + 1
-        version = _header(str(directory), _parse(str(directory), None, data[:first])).version
-        cut = _appended(str(directory), version, data[:cut], first)
+        name = str(directory)
+        header = _parse(name, None, data[:first])
+        if _header(name, header).version < 2:
+            data = _upgraded(path, header, data[:cut], first)
+            cut = len(data)
+        cut = _appended(name, VERSION, data[:cut], first)
     if cut != len(data):
         with path.open("r+b") as fh:
             fh.truncate(cut)
             fh.flush()
             os.fsync(fh.fileno())
     return max(data[:cut].count(b"\n") - 1, 0)
+
+
+def _upgraded(path: Path, header: dict[str, Any], data: bytes, first: int) -> bytes:
+    """The version 1 log ``data`` (whole lines) written again as version 2, in place of the
+    file at once: every line was an event of its own, so the last one ends an append."""
+    lines = data[first:].splitlines(keepends=True)
+    if lines:
+        lines[-1] = _line(dict(_parse(str(path.parent), len(lines) - 1, lines[-1]), end=True))
+    out = b"".join([_line(dict(header, version=VERSION)), *lines])
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(out)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return out
 
 
 def _appended(stream: str, version: int, data: bytes, start: int) -> int:

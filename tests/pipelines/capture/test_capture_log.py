@@ -39,10 +39,16 @@ def test_round_trip_with_batches_and_data(tmp_path: Path) -> None:
 
 
 def test_duckdb_reads_the_log_alone(tmp_path: Path) -> None:
+    """With the query in the log's docs: the events through the last ``end``, not those of an
+    append under way."""
     d = written(tmp_path)
+    unfinished = capture_log._line(capture_log.event_json(3, Progress(((2, 1), (1, -1)))))
+    with (d / capture_log.LOG).open("ab") as fh:
+        fh.write(unfinished)
+    log = f"read_json('{d / capture_log.LOG}', sample_size = -1)"
     rows = duckdb.sql(
-        f"SELECT index, kind, time FROM read_json('{d / capture_log.LOG}') "
-        "WHERE kind IS NOT NULL ORDER BY index"
+        f"SELECT index, kind, time FROM {log} WHERE kind IS NOT NULL AND index <= "
+        f'(SELECT max(index) FROM {log} WHERE "end") ORDER BY index'
     ).fetchall()
     assert rows == [(0, "messages", 0), (1, "progress", None), (2, "revision", 0)]
 
@@ -110,9 +116,11 @@ def test_the_events_of_an_append_count_together_or_not_at_all(tmp_path: Path) ->
     assert len(capture_log.read(d).events) == 5
 
 
-def test_a_version_1_log_counts_every_whole_line(tmp_path: Path) -> None:
-    """Written before appends were marked: every whole line is an event, and appending to it
-    goes on."""
+def test_a_version_1_log_counts_every_whole_line_until_a_writer_makes_it_version_2(
+    tmp_path: Path,
+) -> None:
+    """Written before appends were marked: every whole line is an event; the next writer makes
+    it version 2 before it appends, and its appends then count whole or not at all."""
     d = tmp_path / "cap"
     header = dict(capture_log.new_header("bank", "balances").as_json(), version=1)
     body = [capture_log.event_json(0, Messages(0, ())), capture_log.event_json(1, Progress(()))]
@@ -121,9 +129,16 @@ def test_a_version_1_log_counts_every_whole_line(tmp_path: Path) -> None:
     assert capture_log.read(d).header.version == 1
     assert len(capture_log.read(d).events) == 2
     with capture_log.locked(d):
-        assert capture_log.length(d) == 2
-        capture_log.append(d, 2, [Messages(0, ())])
-    assert len(capture_log.read(d).events) == 3
+        assert capture_log.length(d) == 2  # made version 2, its last line marked end
+        capture_log.append(d, 2, [Messages(0, ()), Progress(((1, 1), (0, -1)))])
+    log = capture_log.read(d)
+    assert (log.header.version, len(log.events)) == (2, 4)
+    assert log.header.stream == header["stream"]
+    with (d / capture_log.LOG).open("ab") as fh:  # an append cut short after that
+        fh.write(capture_log._line(capture_log.event_json(4, Messages(1, ()))))
+    assert len(capture_log.read(d).events) == 4
+    with capture_log.locked(d):
+        assert capture_log.length(d) == 4
 
 
 def test_a_log_read_again_checks_what_was_appended_and_any_change_before_it(
