@@ -13,18 +13,19 @@ batch that committed it, where the stream was captured: a capture resumes after 
 canonical JSON without ``crc`` (keys sorted, no spaces). DuckDB reads it as it is (the events
 through the last ``end``)::
 
-    SELECT index, kind, time, changes FROM read_json('DIR/events.jsonl', sample_size = -1)
-    WHERE kind IS NOT NULL AND index <= (
-        SELECT max(index) FROM read_json('DIR/events.jsonl', sample_size = -1) WHERE "end")
+    CREATE VIEW log AS
+        SELECT * FROM read_json('DIR/events.jsonl', sample_size = -1, ignore_errors = true);
+    SELECT index, kind, time, changes FROM log
+    WHERE kind IS NOT NULL AND index <= (SELECT max(index) FROM log WHERE "end")
 
 The events of one append (a sync's: a history is many) are written with one write, flushed and
 synced, under an exclusive lock on ``DIR/events.lock``. They count together or not at all: the
 lines after the last ``end`` are an append under way or cut short by a kill, and no part of the
-log. A reader that finds the last line cut short refuses the log (a writer may be inside its
-write: it looks once more first); the writer cuts the lines after the last ``end`` off before
-it appends again, so a kill inside an append loses the whole append, which the next sync plans
-again. A log of version 1 (before ``end``) counts every whole line; the next writer makes it
-version 2 before it appends.
+log (a last line cut short among them); the writer cuts them off before it appends again, so a
+kill inside an append loses the whole append, which the next sync plans again. A log of
+version 1 (before ``end``) counts every whole line, and a reader that finds its last line cut
+short refuses it (a writer may be inside its write: it looks once more first); the next writer
+makes it version 2 before it appends.
 
 A process keeps what it last read and checked of each log: when the log's bytes still begin
 with those, only the lines after them are parsed and checked (a follower polling a capture of
@@ -222,8 +223,10 @@ def _header(stream: str, obj: dict[str, Any]) -> Header:
 
 
 def _complete(directory: Path) -> bytes:
-    """The log's complete lines; a last line without its newline is looked at again once
-    (a writer may be inside its one write), then refused."""
+    """The log's complete lines. A last line without its newline is part of an append under
+    way or cut short by a kill: left out, after a whole header of version 2; else (version 1,
+    where each line counts alone) looked at again once (a writer may be inside its one write),
+    then refused."""
     path = directory / LOG
     name = str(directory)
     for attempt in range(2):
@@ -233,6 +236,9 @@ def _complete(directory: Path) -> bytes:
             raise StreamError(name, None, Rule.FOREIGN, f"no {LOG} in {name}") from err
         if not data or data.endswith(b"\n"):
             return data
+        whole = data.rfind(b"\n") + 1
+        if whole and _header(name, _parse(name, None, data[: data.index(b"\n")])).version >= 2:
+            return data[:whole]
         if attempt == 0:
             clock.sleep(0.05)
     raise StreamError(name, data.count(b"\n") - 1, Rule.TRUNCATED, f"{LOG} ends mid-line")

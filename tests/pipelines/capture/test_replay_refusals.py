@@ -69,7 +69,10 @@ def message_then(*bad: Any) -> Callable[[Capture], None]:
 
 
 def truncated(c: Capture) -> None:
+    """A log of version 1 (each line counts alone) cut short inside its last line; in a log of
+    version 2 that line is part of an append not finished yet (``test_an_append_cut_short_...``)."""
     message_then()(c)
+    rewrite_header(c, version=1)
     c.log.write_bytes(c.log.read_bytes()[:-5])
 
 
@@ -161,6 +164,20 @@ def test_a_log_cut_below_what_was_fed_is_refused(tmp_path: Path) -> None:
         rt.replay()
     assert (err.value.rule, err.value.index) == (Rule.TRUNCATED, 0)
     assert "3 events of it were fed already, and the log holds 0" in str(err.value)
+
+
+def test_an_append_cut_short_is_not_there_yet_and_is_replayed_once_whole(tmp_path: Path) -> None:
+    """Version 2: a log whose last append is cut short (a writer inside its write, or killed
+    there) replays as the events before that append, and the append once it is whole."""
+    c, rt = setup(tmp_path)
+    c.add(c.messages(2, [("z", 3)]), advance(1, 3))
+    whole = c.log.read_bytes()
+    for cut in (5, len(whole.splitlines()[-1]) + 1):  # inside its last line; at a line's end
+        c.log.write_bytes(whole[:-cut])
+        assert rt.replay() == 0
+    c.log.write_bytes(whole)
+    assert rt.replay() == 2
+    assert rt.ledger.replay_positions("refusals", "payments") == {_stream(c): 5}
 
 
 def test_events_fed_in_pieces_equal_events_fed_at_once(tmp_path: Path) -> None:
