@@ -11,10 +11,11 @@ Spark schema of its rows (as JSON). Each event line has ``index`` (0, 1, 2, ...)
 batch that committed it, where the stream was captured: a capture resumes after the last one),
 ``end`` (``true`` on the last event of each append) and ``crc``: the CRC-32 of the line's
 canonical JSON without ``crc`` (keys sorted, no spaces). DuckDB reads it as it is (the events
-through the last ``end``)::
+through the last ``end``; it checks no checksum, and refuses a file whose last line is cut
+short, which this module's reader leaves out)::
 
     CREATE VIEW log AS
-        SELECT * FROM read_json('DIR/events.jsonl', sample_size = -1, ignore_errors = true);
+        SELECT * FROM read_json('DIR/events.jsonl', sample_size = -1);
     SELECT index, kind, time, changes FROM log
     WHERE kind IS NOT NULL AND index <= (SELECT max(index) FROM log WHERE "end")
 

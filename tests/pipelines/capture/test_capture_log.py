@@ -45,7 +45,7 @@ def test_duckdb_reads_the_log_alone(tmp_path: Path) -> None:
     unfinished = capture_log._line(capture_log.event_json(3, Progress(((2, 1), (1, -1)))))
     with (d / capture_log.LOG).open("ab") as fh:
         fh.write(unfinished)
-    log = f"read_json('{d / capture_log.LOG}', sample_size=-1, ignore_errors=true)"
+    log = f"read_json('{d / capture_log.LOG}', sample_size=-1)"
     rows = duckdb.sql(
         f"SELECT index, kind, time FROM {log} WHERE kind IS NOT NULL AND index <= "
         f'(SELECT max(index) FROM {log} WHERE "end") ORDER BY index'
