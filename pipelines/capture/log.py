@@ -70,6 +70,8 @@ VERSION = 2
 """The version of the logs this code writes."""
 READS = (1, 2)
 """The versions it reads: version 1 has no ``end`` (every whole line is an event)."""
+MARKED = 2
+"""The first version whose appends are marked ``end``."""
 LOG = "events.jsonl"
 LOCK = "events.lock"
 DATA = "data"
@@ -238,7 +240,7 @@ def _complete(directory: Path) -> bytes:
         if not data or data.endswith(b"\n"):
             return data
         whole = data.rfind(b"\n") + 1
-        if whole and _header(name, _parse(name, None, data[: data.index(b"\n")])).version >= 2:
+        if whole and _header(name, _parse(name, None, data[: data.index(b"\n")])).version >= MARKED:
             return data[:whole]
         if attempt == 0:
             clock.sleep(0.05)
@@ -408,7 +410,7 @@ def length(directory: str | Path) -> int:
         first = data.index(b"\n") + 1
         name = str(directory)
         header = _parse(name, None, data[:first])
-        if _header(name, header).version < 2:
+        if _header(name, header).version < MARKED:
             data = _upgraded(path, header, data[:cut], first)
             cut = len(data)
         cut = _appended(name, VERSION, data[:cut], first)
@@ -440,7 +442,7 @@ def _appended(stream: str, version: int, data: bytes, start: int) -> int:
     """Where the whole appends end in ``data`` (whole lines; those before ``start`` are whole
     appends already): after its last line with ``end`` (version 1: after its last line). A
     line that does not parse ends the search there: the reader refuses it, naming it."""
-    if version < 2:
+    if version < MARKED:
         return len(data)
     end = len(data)
     while end > start:

@@ -104,10 +104,9 @@ def test_a_version_1_log_cut_short_inside_a_line_is_refused(tmp_path: Path) -> N
     """Version 1 counts each whole line alone: a torn one is refused (a writer may be inside
     its write), naming the event."""
     d = tmp_path / "cap"
-    header = dict(capture_log.new_header("bank", "balances").as_json(), version=1)
-    (d / capture_log.DATA).mkdir(parents=True)
-    line = capture_log._line(capture_log.event_json(0, Messages(0, ())))
-    assert damaged(d, capture_log._line(header) + line[:-5]).rule is Rule.TRUNCATED
+    version_1(d, [Messages(0, ())])
+    torn = (d / capture_log.LOG).read_bytes()[:-5]
+    assert damaged(d, torn).rule is Rule.TRUNCATED
 
 
 def test_the_events_of_an_append_count_together_or_not_at_all(tmp_path: Path) -> None:
@@ -129,16 +128,23 @@ def test_the_events_of_an_append_count_together_or_not_at_all(tmp_path: Path) ->
     assert len(capture_log.read(d).events) == 5
 
 
+def version_1(d: Path, events: list[Messages | Progress]) -> dict[str, object]:
+    """A log of version 1 in ``d`` (before appends were marked), holding ``events``; its
+    header."""
+    header = dict(capture_log.new_header("bank", "balances").as_json(), version=1)
+    body = [capture_log.event_json(i, e) for i, e in enumerate(events)]
+    (d / capture_log.DATA).mkdir(parents=True)
+    (d / capture_log.LOG).write_bytes(b"".join(capture_log._line(o) for o in [header, *body]))
+    return header
+
+
 def test_a_version_1_log_counts_every_whole_line_until_a_writer_makes_it_version_2(
     tmp_path: Path,
 ) -> None:
     """Written before appends were marked: every whole line is an event; the next writer makes
     it version 2 before it appends, and its appends then count whole or not at all."""
     d = tmp_path / "cap"
-    header = dict(capture_log.new_header("bank", "balances").as_json(), version=1)
-    body = [capture_log.event_json(0, Messages(0, ())), capture_log.event_json(1, Progress(()))]
-    (d / capture_log.DATA).mkdir(parents=True)
-    (d / capture_log.LOG).write_bytes(b"".join(capture_log._line(o) for o in [header, *body]))
+    header = version_1(d, [Messages(0, ()), Progress(())])
     assert capture_log.read(d).header.version == 1
     assert len(capture_log.read(d).events) == 2
     with capture_log.locked(d):
