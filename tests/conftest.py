@@ -33,6 +33,11 @@ native libraries they unpack): a directory of the session's, removed when it end
 kills leaves its own there, not in the machine's /tmp."""
 
 
+SUITE_MAKES_ARCHIVE = "EPOCHGATE_TEST_ARCHIVE_MADE_IN"
+"""Set when the suite started making the JVMs' class-data archive (the machine had none): the
+directory it is made in. ``tests/pipelines/spark/test_jvm.py`` checks that making rather than
+making a second archive of its own (about 30 CPU-s)."""
+
 _jvm_temp = pytest.StashKey[Path]()
 
 
@@ -55,7 +60,9 @@ def pytest_configure(config: pytest.Config) -> None:
             options = f"{options} {JVM_TEMP}{temp}"
         os.environ[jvm.OPTIONS_ENV] = options
         if config.option.markexpr != "unit":  # ``make unit`` starts no JVM
-            jvm.java_options()  # when missing, made in the background: the first JVMs go without
+            directory = jvm.archive_dir()  # when missing, made in the background: the first
+            if jvm.java_options() == "" and directory is not None:  # JVMs go without
+                os.environ[SUITE_MAKES_ARCHIVE] = str(directory)
 
 
 @pytest.hookimpl(tryfirst=True)
