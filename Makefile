@@ -12,14 +12,16 @@ help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 # The venv's packages are installed by uv (the same versions pip resolves, in about half the
-# time of a fresh install); pip installs them where uv cannot run.
+# time of a fresh install); pip installs them where uv cannot run. A wheel built from a source
+# archive (PySpark's) is stored, not deflated: .ci/wheel-build.cfg.
 $(BIN)/python:
 	.ci/system-packages venv
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet 'uv>=0.9,<1' || true
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]' \
+	export DIST_EXTRA_CONFIG=$(abspath .ci/wheel-build.cfg) \
+		&& $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]' \
 		|| $(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
