@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import PipelineError
 from pipelines.run.runtime import Runtime
+from pipelines.spark.local_rows import rows_frame
 from pipelines.stages.kinds import Feed, SourceStage
 from pipelines.stages.pipeline import Pipeline
 from progress.ledger import CommitResult, Ledger
@@ -77,11 +78,13 @@ def _source(runtime: Runtime, source: str) -> SourceStage:
 
 
 def frame(runtime: Runtime, source: str, rows: Sequence[Row]) -> DataFrame:
-    """``rows`` as a DataFrame with ``source``'s schema."""
+    """``rows`` as a DataFrame with ``source``'s schema, each checked as PySpark's
+    ``createDataFrame`` checks it; made from Arrow where the schema allows, so no Spark job over
+    it starts Python worker processes (``pipelines.spark.local_rows``)."""
     schema = _source(runtime, source).schema
     names = schema.fieldNames()
     tuples = [tuple(r[n] for n in names) if isinstance(r, Mapping) else tuple(r) for r in rows]
-    return runtime.spark.createDataFrame(tuples, schema)
+    return rows_frame(runtime.spark, tuples, schema)
 
 
 def send_rows(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,6 +149,15 @@ def arrow_schema_of(schema: StructType) -> pa.Schema:
 
     found: pa.Schema = to_arrow_schema(schema, timezone="UTC")
     return found
+
+
+def row_verifier(schema: StructType) -> Callable[[Any], None]:
+    """PySpark's own check of one row against ``schema``: what ``createDataFrame`` runs on each
+    row of a local list (its errors, word for word)."""
+    from pyspark.sql.types import _make_type_verifier
+
+    verify: Callable[[Any], None] = _make_type_verifier(schema)
+    return verify
 
 
 SAIL_NEWEST_PYSPARK = (4, 2)
