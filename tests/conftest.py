@@ -60,8 +60,9 @@ def pytest_configure(config: pytest.Config) -> None:
             options = f"{options} {JVM_TEMP}{temp}"
         os.environ[jvm.OPTIONS_ENV] = options
         if config.option.markexpr != "unit":  # ``make unit`` starts no JVM
-            directory = jvm.archive_dir()  # when missing, made in the background: the first
-            if jvm.java_options() == "" and directory is not None:  # JVMs go without
+            # When missing, the archive is made in the background: the first JVMs go without.
+            directory = jvm.archive_dir()
+            if jvm.java_options() == "" and directory is not None:
                 os.environ[SUITE_MAKES_ARCHIVE] = str(directory)
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pipelines.spark._internals import arrow_schema_of, row_verifier
+from pipelines.spark.empty import empty_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -29,14 +30,17 @@ if TYPE_CHECKING:
 def rows_frame(
     spark: SparkSession, rows: Sequence[tuple[Any, ...]], schema: StructType
 ) -> DataFrame:
-    """``rows`` (tuples in ``schema``'s column order) as a DataFrame of ``schema``."""
+    """``rows`` (tuples in ``schema``'s column order) as a DataFrame of ``schema`` (none:
+    ``empty_frame``, whatever the schema)."""
+    if not rows:
+        return empty_frame(spark, schema)
     if not all(_same_in_arrow(field.dataType) for field in schema.fields):
         return spark.createDataFrame(list(rows), schema)
     verify = row_verifier(schema)
     for row in rows:
         verify(row)
     arrow = arrow_schema_of(schema)
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.fields]
+    columns = list(zip(*rows, strict=True))
     table = pa.Table.from_arrays(
         [pa.array(values, type=field.type) for values, field in zip(columns, arrow, strict=True)],
         schema=arrow,
