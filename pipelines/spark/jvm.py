@@ -21,11 +21,17 @@ the time of its lock file), so installs that come and go (a new environment, an 
 fill the disk at about 180 MB each: once a maker has made a new archive, the others beyond that
 number go, with their lock and log files, and so does every partial archive whose maker is gone.
 
+A JVM archives no class of a signed jar: the maker first writes unsigned copies of PySpark's
+signed jars beside the archive (``spark-FINGERPRINT.jars``, ``pipelines.spark.unsigned_jars``),
+and every driver epochgate starts while they are there has them on its class path right after
+epochgate's jar, as the archive's own JVM had.
+
 The archive is named by what it was made with: the Java install, and the PySpark version,
 home and jars (each jar's size and time, which the JVM checks before it maps an archive, so a
-reinstalled PySpark at the same path gets an archive of its own). A JVM given an archive that
-does not match its own classes ignores it and starts as without one; the JVMs epochgate starts
-print their warnings (that one too) on stderr, never on stdout, which is the command's output.
+reinstalled PySpark at the same path gets an archive of its own), and what it holds
+(``FORMAT``). A JVM given an archive that does not match its own classes ignores it and starts
+as without one; the JVMs epochgate starts print their warnings (that one too) on stderr, never
+on stdout, which is the command's output.
 """
 
 from __future__ import annotations
@@ -43,8 +49,9 @@ from pathlib import Path
 
 from pipelines.spark._internals import pyspark_home
 from pipelines.spark.hadoop_defaults import plugin_conf
-from pipelines.spark.local_fs import JAR, local_fs_conf
+from pipelines.spark.local_fs import CLASSPATH_KEY, JAR, local_fs_conf
 from pipelines.spark.servers import ended
+from pipelines.spark.unsigned_jars import after, unsigned_jars, write_unsigned
 
 ARCHIVE_ENV = "EPOCHGATE_SPARK_ARCHIVE"
 OPTIONS_ENV = "EPOCHGATE_SPARK_JAVA_OPTIONS"
@@ -56,6 +63,9 @@ OPTIONS_KEY = "spark.driver.defaultJavaOptions"
 ``spark.driver.extraJavaOptions`` come after them, and win)."""
 MAKER_TIMEOUT = 300.0
 KEEP = 4
+FORMAT = "2"
+"""What an archive holds, in its name: made again when this changes (2: the classes of the
+unsigned copies of the signed jars, and of rows from Arrow)."""
 """Archives kept in the directory (see the module docs): the one made last and those used last."""
 
 
@@ -73,6 +83,12 @@ def archive_dir() -> Path | None:
 def archive_path(directory: Path) -> Path:
     """The archive for this machine's Java and PySpark in ``directory``."""
     return directory / f"spark-{_fingerprint()}.jsa"
+
+
+def unsigned_dir(path: Path) -> Path:
+    """Where the unsigned copies of PySpark's signed jars (``pipelines.spark.unsigned_jars``)
+    that the archive ``path`` holds the classes of live: beside it."""
+    return path.with_suffix(".jars")
 
 
 def java_options(*, make: bool = True) -> str:
@@ -96,6 +112,10 @@ def driver_conf(conf: dict[str, str], master: str) -> dict[str, str]:
     local file system (``pipelines.spark.local_fs``) and its plugin that drops YARN's Hadoop
     defaults (``pipelines.spark.hadoop_defaults``)."""
     given = plugin_conf(master, local_fs_conf(master, conf))
+    directory = archive_dir()
+    if directory is not None:  # the classes the archive maps from them: the same class path
+        jars = unsigned_jars(unsigned_dir(archive_path(directory)))
+        given = {**given, CLASSPATH_KEY: after(given[CLASSPATH_KEY], str(JAR), jars)}
     if OPTIONS_KEY in given:
         return given
     chosen = options()
@@ -132,7 +152,7 @@ def _fingerprint() -> str:
     jars = home / "jars"
     files += sorted(jars.iterdir()) if jars.is_dir() else []
     files.append(JAR)
-    parts = [str(found), version("pyspark"), str(home), *map(_stamp, files)]
+    parts = [FORMAT, str(found), version("pyspark"), str(home), *map(_stamp, files)]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
@@ -174,7 +194,9 @@ def _make(path: Path, *, wait: float | None) -> None:
         if path.is_file():  # made while this one waited
             return
         for left in path.parent.glob(f"{path.stem}.*.partial"):
-            left.unlink(missing_ok=True)  # a maker killed while its JVM wrote (the lock is free)
+            _remove(left)  # a maker killed while it wrote (the lock is free)
+        if not unsigned_dir(path).is_dir():  # on the class path of the archive's own JVM
+            write_unsigned(pyspark_home() / "jars", unsigned_dir(path))
         partial = path.with_suffix(f".{os.getpid()}.partial")
         try:
             _dump(partial)
@@ -200,16 +222,24 @@ def _last_used(path: Path) -> float:
 
 def _prune(made: Path) -> None:
     """After ``made`` was made: remove the archives of its directory beyond the ``KEEP`` used
-    last (``made`` among those kept), each with its lock and log, and the partial archives whose
-    maker is gone (``spark-FINGERPRINT.PID.partial``)."""
+    last (``made`` among those kept), each with its lock, log and unsigned jars, and what makers
+    that are gone left half made (``spark-FINGERPRINT[.jars].PID.partial``)."""
     others = [a for a in made.parent.glob("spark-*.jsa") if a != made]
     for old in sorted(others, key=_last_used, reverse=True)[KEEP - 1 :]:
-        for name in (old, old.with_suffix(".lock"), old.with_suffix(".log")):
-            name.unlink(missing_ok=True)
+        for name in (old, old.with_suffix(".lock"), old.with_suffix(".log"), unsigned_dir(old)):
+            _remove(name)
     for partial in made.parent.glob("spark-*.*.partial"):
         pid = partial.suffixes[-2][1:]
         if not pid.isdigit() or ended(int(pid)):
-            partial.unlink(missing_ok=True)
+            _remove(partial)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or a directory, if there."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _lock(fd: int, wait: float | None) -> bool:
@@ -225,9 +255,9 @@ def _lock(fd: int, wait: float | None) -> bool:
 
 
 def _dump(partial: Path) -> None:
-    """A local session that runs a few jobs of the kinds epochgate runs (Parquet written and
-    read, a shuffle, a join) in a child whose JVM writes ``partial`` as it exits; returns once
-    that JVM has exited (it is in the child's process group). That JVM gets
+    """A local session that runs a few jobs of the kinds epochgate runs (rows from Arrow,
+    Parquet written and read, a shuffle, joins) in a child whose JVM writes ``partial`` as it
+    exits; returns once that JVM has exited (it is in the child's process group). That JVM gets
     ``$EPOCHGATE_SPARK_JAVA_OPTIONS`` too: the archive holds classes, not compiled code or the
     heap, so a JVM with other compiler or collector options maps it all the same (the quick
     compiler and the serial collector take about a quarter off the making's CPU)."""
@@ -268,7 +298,12 @@ spark = spark_session("local[2]", {
     "spark.sql.shuffle.partitions": "2",
 })
 with tempfile.TemporaryDirectory() as scratch:
+    from pipelines.spark.empty import empty_frame
+    from pipelines.spark.local_rows import rows_frame
     rows = spark.range(1000).selectExpr("id", "id % 7 AS k", "CAST(id AS STRING) AS s")
+    few = rows_frame(spark, [(1, 1, "a"), (2, 3, "b")], rows.schema)
+    few = few.unionByName(empty_frame(spark, rows.schema))
+    rows.join(few, "id", "left_anti").sortWithinPartitions("k").collect()
     rows.write.parquet(scratch + "/a")
     read = spark.read.parquet(scratch + "/a")
     totals = read.groupBy("k").agg({"id": "sum", "s": "count"})

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.spark import jvm
+from pipelines.spark.unsigned_jars import unsigned_jars
 from tests.conftest import FAST_START, SUITE_MAKES_ARCHIVE
 from tests.waiting import wait_until
 
@@ -194,11 +195,20 @@ def test_the_archive_is_made_once_in_the_background_and_a_session_maps_it(
     jvm._make(path, wait=None)  # a second maker finds the lock held, or the archive, and leaves
     wait_until(path.is_file, 240, "the archive", detail=lambda: _log(path))
     made = sorted(p.name for p in directory.iterdir() if p.name.startswith(f"{path.stem}."))
-    assert made == [path.name, f"{path.stem}.lock", f"{path.stem}.log"]  # no partial left
+    copies = jvm.unsigned_dir(path)
+    assert made == [copies.name, path.name, f"{path.stem}.lock", f"{path.stem}.log"]  # no partial
+    assert {Path(j).name for j in unsigned_jars(copies)} >= {"janino-3.1.9.jar"}
     assert jvm.java_options() == f"{MAPPED}{path}"
 
-    total, options = probe({jvm.ARCHIVE_ENV: str(directory)})
-    assert (total, options) == ("10", f"{MAPPED}{path} {FAST_START}")
+    # Its classes are mapped, those of the signed jars' copies too (Janino: the query's code).
+    loaded = tmp_path / "classes.log"
+    options = f"{FAST_START} -Xlog:class+load=info:file={loaded}"
+    total, given = probe({jvm.ARCHIVE_ENV: str(directory), jvm.OPTIONS_ENV: options})
+    assert (total, given) == ("10", f"{MAPPED}{path} {options}")
+    janino = [line for line in loaded.read_text().splitlines() if " org.codehaus." in line]
+    assert janino, "no Janino class loaded"
+    from_jars = [line for line in janino if "shared objects file" not in line]
+    assert len(from_jars) < len(janino) / 4, from_jars[:5]
 
 
 @pytest.mark.spark
