@@ -63,10 +63,10 @@ OPTIONS_KEY = "spark.driver.defaultJavaOptions"
 ``spark.driver.extraJavaOptions`` come after them, and win)."""
 MAKER_TIMEOUT = 300.0
 KEEP = 4
+"""Archives kept in the directory (see the module docs): the one made last and those used last."""
 FORMAT = "2"
 """What an archive holds, in its name: made again when this changes (2: the classes of the
 unsigned copies of the signed jars, and of rows from Arrow)."""
-"""Archives kept in the directory (see the module docs): the one made last and those used last."""
 
 
 def archive_dir() -> Path | None:
