@@ -64,7 +64,7 @@ from peers.report import (
     text_table,
 )
 from peers.workloads import WORKLOADS, Feed, Size, generate, wrong_epochs
-from results_file import about_this_run, chosen_size, write_section
+from results_file import about_this_run, chosen_size, plot_links, plots_beside, write_section
 from scratch import scratch
 
 if TYPE_CHECKING:  # Spark is imported by the processes that run it
@@ -244,9 +244,8 @@ def report(
         print("no peer ahead of epochgate on throughput, latency or memory")
     made = plots(figures, plot_dir) if plot_dir is not None else []
     if results is not None:
-        body = section(
-            figures, sizes, rows=rows, found=found, wins=wins, made=made, base=results.parent
-        )
+        links = plot_links(results, made)
+        body = section(figures, sizes, rows=rows, found=found, wins=wins, links=links)
         write_section(results, "bench_peers", body)
         print(f"written: {results}")
     return found
@@ -259,8 +258,7 @@ def section(
     rows: list[list[str]],
     found: list[Goal],
     wins: list[str],
-    made: list[Path],
-    base: Path,
+    links: list[str],
 ) -> str:
     machine = about_this_run()[0]
     measured = [
@@ -313,8 +311,8 @@ def section(
             "",
             *[f"- {line}" for line in spent],
         ]
-    if made:
-        lines += ["", *[f"![{p.stem}]({p.relative_to(base)})" for p in made]]
+    if links:
+        lines += ["", *links]
     return "\n".join(lines)
 
 
@@ -332,7 +330,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
     parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=WORKLOADS)
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
-    parser.add_argument("--plots", type=Path, default=BENCH / "plots")
+    parser.add_argument(
+        "--plots", type=Path, help="where the plots go (default: plots/ beside --results)"
+    )
     parser.add_argument(
         "--report-only",
         action="store_true",
@@ -348,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     name, plan = chosen_size(PLANS)
     if args.report_only:
-        report([], args.results, args.plots, plan=name)
+        report([], args.results, plots_beside(args.results, args.plots), plan=name)
         return
     sizes = plan.sizes
     if args.rows:
@@ -363,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"peers ({name}): {each}, tools {', '.join(args.tools)}", flush=True)
     with scratch("bench-peers-") as tmp:
         figures = measure(plan, args.tools, Path(tmp), workloads=args.workloads)
-    report(figures, args.results, args.plots, plan=name)
+    report(figures, args.results, plots_beside(args.results, args.plots), plan=name)
 
 
 if __name__ == "__main__":

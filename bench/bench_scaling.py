@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bench_overhead import plain_epoch, send_epoch
 from pyspark.sql import SparkSession
-from results_file import about_this_run, chosen_size, write_section
+from results_file import about_this_run, chosen_size, plot_links, plots_beside, write_section
 from scaling import graphs, history
 from scaling.report import Point, growths, plot, section
 from scratch import scratch
@@ -208,7 +208,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--axes", nargs="+", choices=AXES, default=list(AXES))
     parser.add_argument("--spark", default=None, help="Spark master (default local[2])")
     parser.add_argument("--results", type=Path, default=BENCH / "RESULTS.md")
-    parser.add_argument("--plots", type=Path, default=BENCH / "plots")
+    parser.add_argument(
+        "--plots", type=Path, help="where the plots go (default: plots/ beside --results)"
+    )
     args = parser.parse_args(argv)
     name, plan = chosen_size(PLANS)
     say(f"scaling ({name}: {plan})")
@@ -216,8 +218,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     quiet(spark)
     with scratch("bench-scaling-") as tmp:
         points = run(plan, spark, Path(tmp), args.axes)
-    made = plot(points, args.plots)
-    write_section(args.results, "bench_scaling", section(points, about_this_run(), made))
+    made = plot(points, plots_beside(args.results, args.plots))
+    body = section(points, about_this_run(), plot_links(args.results, made))
+    write_section(args.results, "bench_scaling", body)
     say(f"written: {args.results}" + "".join(f", {p}" for p in made))
 
 

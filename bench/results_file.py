@@ -8,7 +8,8 @@ end. ``about_this_run`` gives the lines every section starts with: machine, date
 ``section`` puts a heading, those lines, the run's settings and its figures together.
 ``spread``, ``against`` and ``figure_line`` word a figure over repeated runs, a goal's verdict
 and a figure with its goal the same way in every script; ``Report`` prints such lines as they
-come and keeps them for the section; ``chosen_size`` reads ``BENCH_SIZE``.
+come and keeps them for the section; ``chosen_size`` reads ``BENCH_SIZE``; ``plots_beside`` and
+``plot_links`` place a run's plots and link them from its results file.
 """
 
 from __future__ import annotations
@@ -183,6 +184,19 @@ def section(heading: str, settings: Sequence[str], figures: Sequence[str]) -> st
             *(f"- {line}" for line in figures),
         ]
     )
+
+
+def plots_beside(results: Path, plots: Path | None) -> Path:
+    """Where a run's plots go: ``plots`` when given, else ``plots/`` beside its results file
+    (``bench/plots`` for ``bench/RESULTS.md``)."""
+    return plots if plots is not None else results.parent / "plots"
+
+
+def plot_links(results: Path, plots: Sequence[Path]) -> list[str]:
+    """Markdown images of ``plots`` for the results file ``results``, each linked by its path
+    from that file's directory (wherever either was written)."""
+    base = results.resolve().parent
+    return [f"![{p.stem}]({os.path.relpath(p.resolve(), base)})" for p in plots]
 
 
 def save_plot(fig: Any, path: Path) -> Path:

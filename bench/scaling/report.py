@@ -97,7 +97,9 @@ def _x(p: Point) -> int:
     return p.x
 
 
-def section(points: Sequence[Point], about: Sequence[str], plots: Sequence[Path]) -> str:
+def section(points: Sequence[Point], about: Sequence[str], plots: Sequence[str]) -> str:
+    """The ``bench_scaling`` section: ``about`` the run, its points, their growth and the
+    ``plots`` (Markdown images, ``results_file.plot_links``)."""
     lines = [
         "## bench_scaling: how per-epoch cost grows with rows, stages and closed epochs",
         "",
@@ -116,7 +118,7 @@ def section(points: Sequence[Point], about: Sequence[str], plots: Sequence[Path]
         *(f"- {g.line()}" for g in growths(points)),
     ]
     if plots:
-        lines += ["", *(f"![{p.stem}](plots/{p.name})" for p in plots)]
+        lines += ["", *plots]
     return "\n".join(lines)
 
 

@@ -57,9 +57,8 @@ def test_every_axis_is_measured_and_written_with_its_goals(
         "scaling_rows.png",
         "scaling_stages.png",
     ]
-    module.write_section(
-        results, "bench_scaling", module.section(points, ["- machine: here"], made)
-    )
+    body = module.section(points, ["- machine: here"], module.plot_links(results, made))
+    module.write_section(results, "bench_scaling", body)
     text = results.read_text()
     assert "kept" in text
     assert "![scaling_rows](plots/scaling_rows.png)" in text
