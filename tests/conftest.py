@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -100,6 +102,40 @@ def spark() -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_leave_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked ``unit`` that leaves a process of its own running fails, naming it (and
+    the process is killed): ``make unit`` starts no service, and one left in the background (a
+    JVM archive's maker: 30 CPU-s and a 180 MB file) would cost the whole suite, failing
+    nothing. A process the test waited for is gone by then."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    before = set(reaper.children(os.getpid()))
+    yield
+    left = [pid for pid in reaper.children(os.getpid()) if pid not in before and _running(pid)]
+    said = [_command(pid) for pid in left]
+    for pid in left:  # with its process group when it leads one (a maker does)
+        with suppress(ProcessLookupError):
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            else:
+                os.kill(pid, signal.SIGKILL)
+    assert not left, f"a unit test leaves no process running; this one left {said}"
+
+
+def _running(pid: int) -> bool:
+    fields = reaper.stat(pid)
+    return fields is not None and fields[0] != "Z"  # a zombie has ended
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return f"pid {pid}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -84,3 +84,12 @@ def test_leaves_processes_behind() -> None:
 def test_leaves_processes_and_a_spark_jvm_behind(spark: SparkSession) -> None:
     assert spark.range(3).count() == 3
     report(leave_processes())
+
+
+@pytest.mark.unit
+def test_a_unit_test_that_leaves_a_process_running() -> None:
+    """Fails at its teardown (``tests/conftest.py``): a unit test leaves no process running."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], stdin=subprocess.DEVNULL
+    )
+    report({"child": child.pid})

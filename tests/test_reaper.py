@@ -154,6 +154,18 @@ def test_a_session_that_ends_leaves_none_of_its_processes_behind(tmp_path: Path)
         )
 
 
+def test_a_unit_test_that_leaves_a_process_running_fails_and_the_process_is_killed(
+    tmp_path: Path,
+) -> None:
+    with session(tmp_path, "test_a_unit_test_that_leaves_a_process_running", wait=False) as ran:
+        assert ran.process.wait(timeout=STARTED) == 1, ran.tail()
+        child = ran.started()["child"]
+        assert "a unit test leaves no process running; this one left [" in ran.tail()
+        assert "time.sleep(600)" in ran.tail()
+        found = reaper.stat(child)  # killed at the test's teardown: gone, or not yet reaped
+        assert found is None or found[0] == "Z", found
+
+
 def test_a_session_killed_outright_has_its_processes_killed_by_its_watchdog(
     tmp_path: Path,
 ) -> None:

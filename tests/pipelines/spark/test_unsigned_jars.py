@@ -56,8 +56,12 @@ def test_a_driver_has_the_copies_right_after_epochgates_jar_while_they_are_there
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv(jvm.ARCHIVE_ENV, str(tmp_path))
-    folder = jvm.unsigned_dir(jvm.archive_path(tmp_path))
+    asked: list[Path] = []  # no archive here: a driver asks for one, made in the background
+    monkeypatch.setattr(jvm, "_start_maker", asked.append)
+    path = jvm.archive_path(tmp_path)
+    folder = jvm.unsigned_dir(path)
     assert jvm.driver_conf({}, "local[2]")[CLASSPATH_KEY] == str(JAR)  # none made yet
+    assert asked == [path]
     folder.mkdir()
     copies = [_jar(folder / name, signature=False) for name in ("b.jar", "a.jar")]
     mine = jvm.driver_conf({CLASSPATH_KEY: "/opt/mine.jar"}, "spark://node:7077")
