@@ -115,8 +115,9 @@ def _unit_tests_leave_no_process(request: pytest.FixtureRequest) -> Iterator[Non
         return
     before = set(reaper.children(os.getpid()))
     yield
-    left = [pid for pid in reaper.children(os.getpid()) if pid not in before and _running(pid)]
-    said = [_command(pid) for pid in left]
+    new = [pid for pid in reaper.children(os.getpid()) if pid not in before]
+    left = [pid for pid in new if reaper.running(pid)]
+    said = [reaper.command(pid) for pid in left]
     for pid in left:  # with its process group when it leads one (a maker does)
         with suppress(ProcessLookupError):
             if os.getpgid(pid) == pid:
@@ -124,18 +125,6 @@ def _unit_tests_leave_no_process(request: pytest.FixtureRequest) -> Iterator[Non
             else:
                 os.kill(pid, signal.SIGKILL)
     assert not left, f"a unit test leaves no process running; this one left {said}"
-
-
-def _running(pid: int) -> bool:
-    fields = reaper.stat(pid)
-    return fields is not None and fields[0] != "Z"  # a zombie has ended
-
-
-def _command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
-    except OSError:
-        return f"pid {pid}"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -126,6 +126,21 @@ def ancestors(pid: int) -> list[int]:
     return found
 
 
+def command(pid: int) -> str:
+    """Process ``pid``'s command line, its arguments joined by spaces (``(gone)`` once ended)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "(gone)"
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` is there and not a zombie (one that has ended, not yet reaped)."""
+    fields = stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is ``pid``."""
     pids = (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit())

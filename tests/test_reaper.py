@@ -83,7 +83,9 @@ class Session:
             found,
             ENDED,
             "every process the test left, carrying the session's id",
-            detail=lambda: "\n".join(f"{n}: {p} {state(p)} {command(p)}" for n, p in pids.items()),
+            detail=lambda: "\n".join(
+                f"{n}: {p} {state(p)} {reaper.command(p)}" for n, p in pids.items()
+            ),
         )
 
     def left(self) -> list[str]:
@@ -91,7 +93,7 @@ class Session:
         with the id); each pid with its command line."""
         assert self.id is not None
         alive = set(reaper.marked(self.id)) | set(watchdogs(self.id))
-        return [f"{pid} {command(pid)}" for pid in sorted(alive)]
+        return [f"{pid} {reaper.command(pid)}" for pid in sorted(alive)]
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:]
@@ -117,14 +119,6 @@ def session(tmp_path: Path, test: str, *args: str, wait: bool) -> Iterator[Sessi
         found.end()
 
 
-def command(pid: int) -> str:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return "(gone)"
-    return raw.replace(b"\0", b" ").decode(errors="replace").strip()[:200]
-
-
 def state(pid: int) -> str:
     """The state letter ``/proc`` gives process ``pid`` (``S``, ``R``, ``Z`` for a zombie...)."""
     fields = reaper.stat(pid)
@@ -137,7 +131,7 @@ def watchdogs(session_id: str) -> list[int]:
     return [
         pid
         for pid in pids
-        if "tests.reaper" in (found := command(pid)) and session_id in found.split()
+        if "tests.reaper" in (found := reaper.command(pid)) and session_id in found.split()
     ]
 
 
@@ -162,8 +156,7 @@ def test_a_unit_test_that_leaves_a_process_running_fails_and_the_process_is_kill
         child = ran.started()["child"]
         assert "a unit test leaves no process running; this one left [" in ran.tail()
         assert "time.sleep(600)" in ran.tail()
-        found = reaper.stat(child)  # killed at the test's teardown: gone, or not yet reaped
-        assert found is None or found[0] == "Z", found
+        assert not reaper.running(child), reaper.command(child)  # killed at its teardown
 
 
 def test_a_session_killed_outright_has_its_processes_killed_by_its_watchdog(
@@ -203,8 +196,8 @@ def test_an_interrupted_session_leaves_no_process_behind_and_touches_no_other_se
             wait=True,
         ) as ran:
             running = ran.running(ran.started())
-            jvms = [p for p in running if command(p).split(" ", 1)[0].endswith("/java")]
-            assert jvms, [command(p) for p in running]
+            jvms = [p for p in running if reaper.command(p).split(" ", 1)[0].endswith("/java")]
+            assert jvms, [reaper.command(p) for p in running]
             assert bystander.pid not in running
             os.killpg(ran.process.pid, signal.SIGINT)  # Ctrl-C: to the foreground group
             assert ran.process.wait(timeout=60) == pytest.ExitCode.INTERRUPTED, ran.tail()
