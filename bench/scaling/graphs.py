@@ -2,8 +2,8 @@
 
 * ``chain(n)``: a source, then ``n`` transforms, each reading the one before;
 * ``fan_out(n)``: a source read by ``n`` transforms side by side;
-* ``closing()``: the pipeline whose per-epoch cost is measured behind 10 to 10,000 closed
-  epochs: two sources (one with two workers), a transform, a join and an aggregation per epoch.
+* ``closing()``: the pipeline whose per-epoch cost is measured behind 10 to 100,000 closed
+  epochs: two sources (one with two workers), a transform, a join, an aggregation and a sink.
   It keeps no keyed state (``bench_incremental.py`` measures a stateful stage's late epochs),
   so its closed epochs live in the ledger alone and can be written there directly
   (``scaling.history``).
@@ -74,6 +74,7 @@ def closing() -> Pipeline:
         labelled,
         fn=lambda df: df.groupBy("label").agg(F.sum("value").alias("value")),
     )
+    p.sink("export", "per_label", path="export")
     return p
 
 

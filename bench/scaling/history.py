@@ -1,5 +1,5 @@
 """Closed epochs written into a ledger directly, so the scaling bench can measure an epoch
-behind 10,000 of them without running 10,000 epochs first (hours of Spark jobs).
+behind 100,000 of them without running 100,000 epochs first (days of Spark jobs).
 
 ``copy_epoch`` takes what one real epoch left in the ledger (every batch committed from its
 first send to its last stage run: the sends, each worker's advance, each stage's run) and

@@ -108,8 +108,8 @@ def section(points: Sequence[Point], about: Sequence[str], plots: Sequence[str])
         "warm-up epoch per setting; rows: `bank` without `rings` (validations not "
         "materialized, `balances` full), epochgate and the plain PySpark script in turn; "
         "stages: generated chains and fan-outs of transforms; closed epochs: a pipeline of two "
-        "sources, a transform, a join and an aggregation, its closed epochs beyond the first "
-        "real ones copied in the ledger from a real epoch",
+        "sources, a transform, a join, an aggregation and a sink, its closed epochs beyond the "
+        "first real ones copied in the ledger from a real epoch",
         "",
         *(f"- {p.line()}" for p in points),
         "",

@@ -1,10 +1,12 @@
 """The command that shows where each sink stands: ``sinks`` (its format, location, the epochs
-it publishes, the last one, and its table's version)."""
+it publishes, the last one, and its table's version); ``sinks --publish`` first publishes every
+committed epoch a sink does not show."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
 
 from pipelines.cli.context import bound
@@ -13,7 +15,15 @@ from pipelines.cli.options import JSON, Commands, command, engine
 
 
 def cmd_sinks(args: argparse.Namespace) -> int:
-    states = bound(args).sinks()
+    rt = bound(args)
+    if args.publish:
+        published = rt.publish_sinks(recheck=True)
+        out = sys.stderr if args.json else sys.stdout  # --json: stdout is the states' lines
+        for sink, epoch in published:
+            print(f"published {sink} epoch {epoch}", file=out)
+        if not published:
+            print("every committed epoch is published", file=out)
+    states = rt.sinks()
     if args.json:
         for state in states:
             print(json.dumps(asdict(state) | {"format": state.format.value}))
@@ -47,7 +57,14 @@ def add_commands(commands: Commands) -> None:
         description=(
             "Show, per sink, its format (parquet, delta or iceberg), where it publishes, how "
             "many of its committed epochs it shows, the last of them, and its table's version "
-            "(a Delta or Iceberg sink's). Reads the ledger and the sinks; starts no Spark."
+            "(a Delta or Iceberg sink's). Reads the ledger and the sinks; starts no Spark. "
+            "run publishes what a killed run committed; --publish also puts back an epoch "
+            "changed by hand (a link deleted, a table rolled back)."
         ),
     )
     JSON.add(sinks)
+    sinks.add_argument(
+        "--publish",
+        action="store_true",
+        help="first publish every committed epoch a sink does not show",
+    )

@@ -68,6 +68,10 @@ class DeltaSink(SinkPlace):
     def format(self) -> SinkFormat:
         return SinkFormat.DELTA
 
+    @property
+    def reader(self) -> str:
+        return f"delta:{self.root}"
+
     def version(self) -> int | None:
         table = self.table()
         return None if table is None else table.version()

@@ -32,6 +32,7 @@ a reader loads it by the same one).
 
 from __future__ import annotations
 
+import json
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -114,6 +115,11 @@ class IcebergSink:
     @property
     def location(self) -> str:
         return f"{self.table} ({self.catalog.get('type', 'catalog')} catalog)"
+
+    @property
+    def reader(self) -> str:
+        catalog = json.dumps(resolved(self.catalog, self.root), sort_keys=True)
+        return f"iceberg:{self.table}:{catalog}"
 
     def _catalog(self) -> Catalog:
         """The catalog (a SQLite catalog's folder made first: SQLite makes only the file)."""

@@ -53,6 +53,12 @@ class SinkTarget(Protocol):
     @property
     def location(self) -> str: ...
 
+    @property
+    def reader(self) -> str:
+        """The name the ledger keeps this target's mark under (``progress.ledger.marks``): its
+        format and place, so a sink that publishes elsewhere looks at every epoch again."""
+        ...
+
     def version(self) -> int | None:
         """The table's version (None: no table yet, or a format without versions)."""
         ...

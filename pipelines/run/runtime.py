@@ -131,11 +131,11 @@ class Runtime:
         """The directory ``sink`` publishes to (``PATH/epoch=N``)."""
         return self._sink(sink).root
 
-    def publish_sinks(self) -> list[tuple[str, Time]]:
-        """Publish every committed sink epoch its sink does not show yet (a run killed before
-        its publish, a revision); ``run()`` does this first. Returns the ``(sink, epoch)``
-        published; with nothing to do, one ledger session and a look per sink epoch."""
-        return publish_committed(self.ledger, self.pipeline.name, self._sinks())
+    def publish_sinks(self, *, recheck: bool = False) -> list[tuple[str, Time]]:
+        """Publish each committed sink epoch its sink does not show (``run()`` does this first):
+        of those since the sink's mark, or with ``recheck`` of all (a link deleted by hand).
+        Returns the ``(sink, epoch)`` published (``pipelines.run.sinks.publish_committed``)."""
+        return publish_committed(self.ledger, self.pipeline.name, self._sinks(), recheck=recheck)
 
     def sinks(self) -> list[SinkState]:
         """Each sink's format, location, last published epoch and table version."""

@@ -26,7 +26,10 @@ Publishing happens while the ledger session that committed (or read) the attempt
 publishes of one sink in several processes take turns, in commit order. A run killed between
 its commit and its publish leaves the previous version (or no link) in place:
 ``publish_committed``, which ``Runtime.run()`` calls first, publishes every committed epoch
-whose link names another attempt (at most a readlink per epoch when there is nothing to do).
+whose link names another attempt. It looks only at the epochs committed since the sink's mark
+in the ledger (``progress.ledger.marks``), a few dozen at most, however long the history: a
+link removed by hand from an older epoch is put back by ``Runtime.publish_sinks(recheck=True)``
+(``epochgate sinks --publish``), which looks at every one.
 
 A relative sink path is resolved against the runtime's home (the ledger's directory), never the
 process's working directory; one that is empty or climbs out of the home is refused when the
@@ -52,7 +55,7 @@ from pipelines.run.published import Committed, SinkPlace, SinkState, SinkTarget
 from pipelines.run.storage import link_or_copy
 from pipelines.stages.sink_formats import SinkFormat
 from progress import Time
-from progress.ledger import Ledger
+from progress.ledger import Ledger, MessageRecord
 
 if TYPE_CHECKING:
     from pipelines.stages.kinds import SinkStage
@@ -120,6 +123,10 @@ class SinkDirectory(SinkPlace):
     def format(self) -> SinkFormat:
         return SinkFormat.PARQUET
 
+    @property
+    def reader(self) -> str:
+        return f"parquet:{self.root}"
+
     def version(self) -> int | None:
         """Parquet folders have no table version."""
         return None
@@ -172,31 +179,44 @@ def _remove(entry: Path) -> None:
         shutil.rmtree(entry)
 
 
+MARK_AFTER = 64
+"""Committed sink epochs looked at beyond a sink's mark before the mark moves: a ``run()``
+looks at no more than this many older epochs than its own, and writes the mark (one small
+transaction) once per this many."""
+
+
 def publish_committed(
-    ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]
+    ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget], *, recheck: bool = False
 ) -> list[tuple[str, Time]]:
     """Publish every committed epoch of ``sinks`` that its sink does not show (a run killed
-    between its commit and its publish, a revision, a deleted link), in one ledger session.
-    Returns the ``(sink, epoch)`` published."""
+    between its commit and its publish, a failed publish, a revision), in one ledger session:
+    those committed since the sink's mark, or, with ``recheck``, every one (a link or a table
+    changed by hand). Returns the ``(sink, epoch)`` published.
+
+    Once all it looked at are shown, at least ``MARK_AFTER`` of them, the mark moves past
+    them: the look's cost follows what was committed lately, not the sink's history."""
     done: list[tuple[str, Time]] = []
     if not sinks:
         return done
     with ledger.session():
         for sink in sinks:
-            committed = _committed(ledger, pipeline, sink)
+            if recheck:
+                messages = ledger.messages(pipeline, sink.stage, 0)
+            else:
+                messages = ledger.unmarked(pipeline, sink.stage, 0, sink.reader)
+            committed = [_committed(m) for m in messages]
             for c, shown in zip(committed, sink.shown(committed), strict=True):
                 if not shown:
                     sink.publish(c)
                     done.append((sink.stage, c.epoch))
+            if len(committed) >= MARK_AFTER:
+                ledger.mark(pipeline, sink.stage, sink.reader, max(c.batch_id for c in committed))
     return done
 
 
-def _committed(ledger: Ledger, pipeline: str, sink: SinkTarget) -> list[Committed]:
-    """The committed epochs of ``sink``, in time order."""
-    return [
-        Committed(m.time, m.attempt, m.batch_id, Path(m.path) if m.path else None)
-        for m in ledger.messages(pipeline, sink.stage, 0)
-    ]
+def _committed(m: MessageRecord) -> Committed:
+    """A sink's committed message as what it publishes."""
+    return Committed(m.time, m.attempt, m.batch_id, Path(m.path) if m.path else None)
 
 
 def sink_states(ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]) -> list[SinkState]:
@@ -204,7 +224,7 @@ def sink_states(ledger: Ledger, pipeline: str, sinks: Sequence[SinkTarget]) -> l
     out: list[SinkState] = []
     with ledger.session():
         for sink in sinks:
-            committed = _committed(ledger, pipeline, sink)
+            committed = [_committed(m) for m in ledger.messages(pipeline, sink.stage, 0)]
             shown = [c.epoch for c, ok in zip(committed, sink.shown(committed), strict=True) if ok]
             last = shown[-1] if shown else None  # in time order
             where, version = sink.location, sink.version()

@@ -215,6 +215,21 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (pipeline, stage, attempt)
     );
     """,
+    # 10: every commit first looks up its key (is it committed already?): DuckDB scans with a
+    # one-column index only, so without this one that look read every batch (24 ms behind
+    # 100,000 closed epochs, a dozen times an epoch). And marks: how far a reader of a stage's
+    # messages has seen them all (a sink, at a place: ``pipelines.run.sinks``), so it looks
+    # again only at what was committed since.
+    """
+    CREATE INDEX batches_by_key ON batches (key);
+    CREATE TABLE marks (
+        pipeline VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        reader VARCHAR NOT NULL,
+        through BIGINT NOT NULL,
+        PRIMARY KEY (pipeline, stage, reader)
+    );
+    """,
 )
 
 VERSION = len(MIGRATIONS)

@@ -20,6 +20,7 @@ from progress.ledger import (
     captures,
     checks,
     inputs,
+    marks,
     queries,
     registry,
     replays,
@@ -508,6 +509,18 @@ class Ledger:
         """The current messages committed at ``(stage, port)``, at every time, in time order."""
         with self._sessions.session() as s:
             return queries.messages(s, pipeline, stage, port)
+
+    def unmarked(self, pipeline: str, stage: str, port: int, reader: str) -> list[MessageRecord]:
+        """The current messages of ``(stage, port)`` committed after ``reader``'s mark (every
+        one without a mark), in time order (``progress.ledger.marks``)."""
+        with self._sessions.session() as s:
+            return marks.unmarked(s, pipeline, stage, port, reader)
+
+    def mark(self, pipeline: str, stage: str, reader: str, through: int) -> None:
+        """Mark that ``reader`` has seen every current message of ``stage`` through batch
+        ``through``."""
+        with self._sessions.transaction() as s:
+            marks.mark(s, pipeline, stage, reader, through)
 
     def live_paths(self, pipeline: str) -> list[str]:
         """Every data path the pipeline may still read or is writing: current messages and

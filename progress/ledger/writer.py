@@ -48,9 +48,14 @@ def commit(
     )
 
 
+COMMITTED_SQL = "SELECT batch_id FROM batches WHERE pipeline = ? AND key = ?"
+"""Whether a key is committed: asked before every commit, answered through the index on ``key``
+(schema 10), not by reading every batch."""
+
+
 def committed(s: Session, pipeline: str, key: str) -> CommitResult | None:
     """The commit made under ``key``, if any."""
-    row = s.row("SELECT batch_id FROM batches WHERE pipeline = ? AND key = ?", [pipeline, key])
+    row = s.row(COMMITTED_SQL, [pipeline, key])
     return None if row is None else CommitResult(row[0], key, repeated=True)
 
 

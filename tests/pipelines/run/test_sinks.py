@@ -4,6 +4,7 @@ epoch published atomically after its commit, and what a killed run left publishe
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import sys
@@ -19,6 +20,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pipelines.errors import PipelineDefinitionError, SinkPublishError
+from pipelines.run import sinks
 from pipelines.run.published import Committed
 from pipelines.run.runtime import Runtime
 from pipelines.run.sinks import VERSIONS, SinkDirectory, resolve_sink_path
@@ -27,6 +29,7 @@ from pipelines.stages.pipeline import Pipeline
 from tests.children import run_in_group
 from tests.fixtures import exports
 from tests.fixtures.exports import SALES, oracle, published, write_input
+from tests.pipelines.cli.places import on, run
 
 pytestmark = pytest.mark.slow(65)
 
@@ -319,6 +322,47 @@ def test_a_run_killed_before_or_after_its_sink_commit_leaves_only_committed_epoc
     assert list(committed(rt)) == [0, 1, 2]
     assert published(root) == expected
     assert rt.ledger.verify().ok
+
+
+@pytest.mark.spark
+def test_a_run_looks_at_the_sink_epochs_since_its_mark_and_publish_at_every_one(
+    tmp_path: Path,
+    spark: SparkSession,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(sinks, "MARK_AFTER", 2)  # the mark moves once two epochs are shown
+    files = inputs(tmp_path, 4)
+    home = tmp_path / "home"
+    rt = exports.runtime(home, spark)
+    exports.send(rt, files)
+    root = rt.sink_path("export")
+    run_child(home, "publish", 1)  # epoch 1 committed, not published
+    assert rt.publish_sinks() == [("export", 1)]  # committed since the mark (none yet)
+    assert rt.ledger.unmarked("sales", "export", 0, f"parquet:{root}") == []  # marked
+
+    (root / "epoch=0").unlink()  # by hand, behind the mark: run() does not look again
+    results = rt.run()
+    assert [(r.stage, r.epoch) for r in results] == [
+        ("totals", 2),
+        ("export", 2),
+        ("totals", 3),
+        ("export", 3),
+    ]
+    assert sorted(shown(rt)) == [1, 2, 3]
+    where = on("tests.fixtures.exports:pipeline", home)
+    code, out, _ = run(capsys, ["sinks", *where])
+    assert code == 0
+    assert out.splitlines()[1].split()[:5] == ["export", "parquet", "3", "of", "4"]
+    code, out, _ = run(capsys, ["sinks", "--publish", *where])
+    assert code == 0
+    assert out.splitlines()[0] == "published export epoch 0"
+    assert out.splitlines()[2].split()[:5] == ["export", "parquet", "4", "of", "4"]
+    assert shown(rt) == committed(rt)
+    assert published(root) == oracle(files)
+    code, out, err = run(capsys, ["sinks", "--publish", "--json", *where])
+    assert err.strip() == "every committed epoch is published"
+    assert json.loads(out)["published"] == 4
 
 
 @pytest.mark.spark

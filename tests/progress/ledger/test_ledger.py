@@ -256,8 +256,9 @@ def test_migration_from_version_4_records_the_run_kind_of_stage_batches(tmp_path
         (5, None),
         (6, None),
     ]
-    assert duckdb_rows(ledger, "SELECT index_name FROM duckdb_indexes()") == [
-        ("batches_by_origin",)
+    assert duckdb_rows(ledger, "SELECT index_name FROM duckdb_indexes() ORDER BY 1") == [
+        ("batches_by_key",),
+        ("batches_by_origin",),
     ]
     ledger.commit("bank", [], key="run:validate:3", origin=Origin.stage("validate", 3, RunKind.RUN))
     assert ledger.done_epochs("bank", "validate") == [0, 2, 3]

@@ -1,0 +1,50 @@
+"""Marks (``progress.ledger.marks``): a reader of a stage's messages sees only those committed
+since its mark; and a commit's look for its key reads the key's index, not every batch."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from progress.ledger import Ledger, MessageEntry, Origin, RunKind
+from progress.ledger.writer import COMMITTED_SQL
+from tests.progress.ledger.scenario import run_epoch
+
+pytestmark = pytest.mark.ledger
+
+
+def _times(ledger: Ledger, reader: str) -> list[tuple[object, str]]:
+    return [(m.time, m.attempt) for m in ledger.unmarked("bank", "totals", 0, reader)]
+
+
+def test_a_reader_sees_the_messages_committed_after_its_mark_and_a_revision_again(
+    ledger: Ledger,
+) -> None:
+    for epoch in range(3):
+        run_epoch(ledger, epoch)
+    every = [(e, f"a:totals:{e}") for e in range(3)]
+    assert _times(ledger, "sink") == every  # no mark: every current message, in time order
+    (first,) = ledger.message("bank", "totals", 0, 1)
+    ledger.mark("bank", "totals", "sink", first.batch_id)
+    assert _times(ledger, "sink") == [(2, "a:totals:2")]
+    assert _times(ledger, "elsewhere") == every  # a reader of another name has no mark
+    ledger.mark("bank", "totals", "sink", first.batch_id - 1)  # a mark never moves back
+    assert _times(ledger, "sink") == [(2, "a:totals:2")]
+
+    revised = MessageEntry("totals", 0, 0, "b:totals:0", rows=1, replaces=True)
+    origin = Origin.stage("totals", 0, RunKind.REVISION)
+    ledger.commit("bank", [], key="revise:totals:0", origin=origin, messages=[revised])
+    assert _times(ledger, "sink") == [(0, "b:totals:0"), (2, "a:totals:2")]
+    (last,) = ledger.message("bank", "totals", 0, 2)
+    ledger.mark("bank", "totals", "sink", max(last.batch_id, first.batch_id))
+    assert _times(ledger, "sink") == [(0, "b:totals:0")]  # committed after the mark
+
+
+def test_a_commit_looks_its_key_up_through_the_index(ledger: Ledger) -> None:
+    for epoch in range(3):
+        run_epoch(ledger, epoch)
+    path = ledger.path
+    ledger.release()
+    with duckdb.connect(str(path), read_only=True) as con:
+        plan = con.execute(f"EXPLAIN ANALYZE {COMMITTED_SQL}", ["bank", "run:totals:1"]).fetchall()
+    assert "Index Scan" in plan[0][1], plan[0][1]
