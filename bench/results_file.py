@@ -64,7 +64,8 @@ def about_this_run() -> list[str]:
 
 
 def write_section(path: Path, name: str, body: str) -> None:
-    """Replace (or add) the section ``name`` of the results file at ``path``."""
+    """Replace (or add) the section ``name`` of the results file at ``path`` (a new file, and
+    its directory, when there is none: ``--results`` anywhere)."""
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     text = path.read_text() if path.exists() else HEADER
     section = f"{start}\n{body.strip()}\n{end}\n"
@@ -74,6 +75,7 @@ def write_section(path: Path, name: str, body: str) -> None:
         text = before + section + ("\n" + after if after else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
 
 

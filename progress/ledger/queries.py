@@ -62,9 +62,18 @@ def tracker(s: Session, pipeline: str) -> Tracker:
     return found
 
 
-def holds(s: Session, pipeline: str, tracker: Tracker, stage: str, time: Time) -> list[Hold]:
+def holds(
+    s: Session,
+    pipeline: str,
+    tracker: Tracker,
+    stage: str,
+    time: Time,
+    *,
+    failed: dict[tuple[str, Time], Failure] | None = None,
+) -> list[Hold]:
     """Who keeps ``(stage, time)`` from being ready, in plain words: one hold per input worker
-    of a source, per stage holding a capability, and per stage whose input waits."""
+    of a source, per stage holding a capability, and per stage whose input waits (``failed``:
+    the pipeline's ``failures``, when the caller has read them already)."""
     graph = tracker.graph
     out: list[Hold] = []
     waiting: dict[tuple[str, Time], list[Blocker]] = {}
@@ -76,7 +85,7 @@ def holds(s: Session, pipeline: str, tracker: Tracker, stage: str, time: Time) -
             waiting.setdefault((node, b.time), []).append(b)
         else:
             out.append(Hold(b, sentences.stage_holds(node, b.time)))
-    failed = failures(s, pipeline)
+    failed = failures(s, pipeline) if failed is None else failed
     for (node, t), found in waiting.items():  # one line per stage, whatever its ports
         count = sum(b.count for b in found)
         if (node, t) in failed:
@@ -370,7 +379,8 @@ def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[S
     graph = snapshot.graph
     done: dict[str, list[Time]] = {}
     for node, t0, t1 in s.rows(
-        "SELECT DISTINCT node, t0, t1 FROM batches WHERE pipeline = ? AND origin = 'stage'",
+        "SELECT DISTINCT node, t0, t1 FROM batches WHERE pipeline = ? AND origin = 'stage' "
+        "ORDER BY t0, t1",
         [pipeline],
     ):
         done.setdefault(node, []).append(time_from_columns(t0, t1))
@@ -408,7 +418,7 @@ def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[S
         waiting = [t for t in waiting_all if t not in ready and t not in run_now]
         held: tuple[Hold, ...] = ()
         if waiting:
-            held = tuple(holds(s, pipeline, snapshot, name, waiting[0]))
+            held = tuple(holds(s, pipeline, snapshot, name, waiting[0], failed=last_failed))
         failed = tuple(
             last_failed[stage, t]
             for stage, t in sorted(last_failed, key=lambda st: time_to_columns(st[1]))
@@ -420,7 +430,7 @@ def status(s: Session, pipeline: str, snapshot: Tracker | None = None) -> list[S
                 name,
                 spec.inputs == 0,
                 tuple(sorted(frontier)),
-                tuple(sorted(done.get(name, ()))),
+                tuple(done.get(name, ())),  # in time order
                 tuple(ready),
                 tuple(run_now),
                 tuple(waiting),

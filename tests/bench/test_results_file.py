@@ -1,5 +1,6 @@
-"""The results file's plot links: each plot linked by its path from the results file's
-directory, wherever either was written, and plots beside the results file by default."""
+"""The results file: each plot linked by its path from the results file's directory, wherever
+either was written, plots beside the results file by default, and a section written to a new
+file in a new directory."""
 
 from __future__ import annotations
 
@@ -24,3 +25,17 @@ def test_a_plot_is_linked_from_the_results_files_directory(tmp_path: Path) -> No
     assert links(results, [tmp_path / "out" / "plots" / "a.png"]) == ["![a](plots/a.png)"]
     # A results file away from the plots (a run with --results elsewhere) links them back.
     assert links(results, [tmp_path / "plots" / "b.png"]) == ["![b](../plots/b.png)"]
+
+
+def test_a_section_goes_to_a_new_file_in_a_new_directory_and_replaces_itself(
+    tmp_path: Path,
+) -> None:
+    results_file = load("results_file")
+    path = tmp_path / "new" / "RESULTS.md"
+    results_file.write_section(path, "bench_x", "## x\n\n- one")
+    results_file.write_section(path, "bench_y", "## y")
+    results_file.write_section(path, "bench_x", "## x\n\n- two")
+    text = path.read_text()
+    assert text.startswith(results_file.HEADER)
+    assert "- one" not in text
+    assert text.index("- two") < text.index("## y")  # replaced where it was
