@@ -169,12 +169,12 @@ def source_output_holds(
 def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> list[MessageRecord]:
     """The current messages committed at ``(stage, port, time)``."""
     t0, t1 = time_to_columns(time)
-    rows = s.rows(
+    rows = s.rows(  # a few rows: sorted here, which costs DuckDB a third of the query
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? AND port = ? "
-        "AND t0 = ? AND t1 = ? AND current ORDER BY batch_id",
+        "AND t0 = ? AND t1 = ? AND current",
         [pipeline, stage, port, t0, t1],
     )
-    return [message_record(r) for r in rows]
+    return sorted((message_record(r) for r in rows), key=lambda m: m.batch_id)
 
 
 def messages(s: Session, pipeline: str, stage: str, port: int) -> list[MessageRecord]:
