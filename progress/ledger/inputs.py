@@ -175,10 +175,12 @@ def act(s: Session, pipeline: str, node: str, worker: int, action: Action) -> Co
         origin=origin,
         messages=messages,
     )
-    t = None if handle.closed else time_to_columns(handle.time)
-    s.con.execute(
-        "UPDATE capabilities SET t0 = ?, t1 = ? WHERE pipeline = ? AND node = ? AND worker = ?",
-        [t[0] if t else None, t[1] if t else None, pipeline, node, worker],
-    )
-    s.cache.workers[pipeline, node, worker] = None if handle.closed else handle.time
+    now = None if handle.closed else handle.time
+    if now != at:  # a send leaves it where it was: no write
+        t = None if now is None else time_to_columns(now)
+        s.con.execute(
+            "UPDATE capabilities SET t0 = ?, t1 = ? WHERE pipeline = ? AND node = ? AND worker = ?",
+            [t[0] if t else None, t[1] if t else None, pipeline, node, worker],
+        )
+    s.cache.workers[pipeline, node, worker] = now
     return result
