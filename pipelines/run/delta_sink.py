@@ -68,9 +68,10 @@ class DeltaSink(SinkPlace):
     def format(self) -> SinkFormat:
         return SinkFormat.DELTA
 
-    @property
-    def reader(self) -> str:
-        return f"delta:{self.root}"
+    def reader(self) -> str | None:
+        """The table's own identity (its metadata id): a table made anew is another place."""
+        table = self.table()
+        return None if table is None else f"delta:{table.metadata().id}"
 
     def version(self) -> int | None:
         table = self.table()

@@ -32,7 +32,6 @@ a reader loads it by the same one).
 
 from __future__ import annotations
 
-import json
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -116,10 +115,11 @@ class IcebergSink:
     def location(self) -> str:
         return f"{self.table} ({self.catalog.get('type', 'catalog')} catalog)"
 
-    @property
-    def reader(self) -> str:
-        catalog = json.dumps(resolved(self.catalog, self.root), sort_keys=True)
-        return f"iceberg:{self.table}:{catalog}"
+    def reader(self) -> str | None:
+        """The table's own identity (its UUID), from the catalog: no secret of the catalog's
+        is kept, and a table made anew is another place."""
+        table = self.loaded()
+        return None if table is None else f"iceberg:{table.metadata.table_uuid}"
 
     def _catalog(self) -> Catalog:
         """The catalog (a SQLite catalog's folder made first: SQLite makes only the file)."""

@@ -53,10 +53,11 @@ class SinkTarget(Protocol):
     @property
     def location(self) -> str: ...
 
-    @property
-    def reader(self) -> str:
+    def reader(self) -> str | None:
         """The name the ledger keeps this target's mark under (``progress.ledger.marks``): its
-        format and place, so a sink that publishes elsewhere looks at every epoch again."""
+        format and the identity of the place it publishes to, so a sink that publishes
+        elsewhere, or to its place made anew, looks at every epoch again; None while nothing
+        is published there (no mark is kept then)."""
         ...
 
     def version(self) -> int | None:

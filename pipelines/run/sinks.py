@@ -4,6 +4,7 @@ the commit that makes it true.
     PATH/epoch=N -> .versions/epoch=N/ATTEMPT        a relative symlink, one per epoch
     PATH/.versions/epoch=N/ATTEMPT/part-*.parquet    the committed attempt's files
     PATH/.versions/epoch=N/EARLIER/                  the version it replaced, if any
+    PATH/.versions/.place                            the directory's own name (its mark's)
 
 A sink's run writes its attempt in the data directory like any stage. Only once the ledger has
 committed it does ``SinkDirectory.publish`` put its files in a version directory of its own
@@ -51,7 +52,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.errors import SinkPublishError
-from pipelines.run.published import Committed, SinkPlace, SinkState, SinkTarget
+from pipelines.run.published import (
+    Committed,
+    SinkPlace,
+    SinkState,
+    SinkTarget,
+)
 from pipelines.run.storage import link_or_copy
 from pipelines.stages.sink_formats import SinkFormat
 from progress import Time
@@ -62,6 +68,9 @@ if TYPE_CHECKING:
 
 VERSIONS = ".versions"
 """The hidden directory of a sink's published versions, inside its path."""
+PLACE = ".place"
+"""A file in ``VERSIONS`` with a name of the directory's own, made by its first publish: what
+the ledger keeps the sink's mark under (``SinkDirectory.reader``)."""
 
 
 def sink_target(stage: SinkStage, pipeline: str, home: Path) -> SinkTarget:
@@ -123,9 +132,13 @@ class SinkDirectory(SinkPlace):
     def format(self) -> SinkFormat:
         return SinkFormat.PARQUET
 
-    @property
-    def reader(self) -> str:
-        return f"parquet:{self.root}"
+    def reader(self) -> str | None:
+        """The directory's own name for itself (``PLACE``, written by its first publish): a
+        directory made anew at the same path is another place."""
+        try:
+            return f"parquet:{(self.root / VERSIONS / PLACE).read_text()}"
+        except OSError:
+            return None
 
     def version(self) -> int | None:
         """Parquet folders have no table version."""
@@ -141,6 +154,7 @@ class SinkDirectory(SinkPlace):
         versions = self.versions(epoch)
         try:
             versions.mkdir(parents=True, exist_ok=True)
+            self._name_place()
             version = versions / attempt
             if not version.is_dir():  # a complete copy is renamed in; a partial one is not
                 staging = versions / f".{attempt}.{uuid.uuid4().hex[:8]}"
@@ -157,6 +171,15 @@ class SinkDirectory(SinkPlace):
         except OSError as err:
             reason = f"{err.strerror or err}" + (f": {err.filename}" if err.filename else "")
             raise SinkPublishError(self.pipeline, self.stage, epoch, self.root, reason) from err
+
+    def _name_place(self) -> None:
+        """Give the directory its own name (``PLACE``) unless it has one: written whole under
+        a temporary name, then renamed."""
+        place = self.root / VERSIONS / PLACE
+        if not place.exists():
+            fresh = place.with_name(f".place.{uuid.uuid4().hex[:8]}")
+            fresh.write_text(uuid.uuid4().hex)
+            os.replace(fresh, place)
 
     def _point(self, epoch: Time, attempt: str) -> None:
         """Rename a new link over ``PATH/epoch=N``: readers see the old target or the new."""
@@ -200,17 +223,21 @@ def publish_committed(
         return done
     with ledger.session():
         for sink in sinks:
-            if recheck:
+            reader = sink.reader()  # None: nothing published there yet, no mark kept
+            if recheck or reader is None:
                 messages = ledger.messages(pipeline, sink.stage, 0)
             else:
-                messages = ledger.unmarked(pipeline, sink.stage, 0, sink.reader)
+                messages = ledger.unmarked(pipeline, sink.stage, 0, reader)
+            if not messages:
+                continue
             committed = [_committed(m) for m in messages]
             for c, shown in zip(committed, sink.shown(committed), strict=True):
                 if not shown:
                     sink.publish(c)
                     done.append((sink.stage, c.epoch))
-            if len(committed) >= MARK_AFTER:
-                ledger.mark(pipeline, sink.stage, sink.reader, max(c.batch_id for c in committed))
+            if reader is not None and len(committed) >= MARK_AFTER:
+                through = max(c.batch_id for c in committed)
+                ledger.mark(pipeline, sink.stage, 0, reader, through=through)
     return done
 
 

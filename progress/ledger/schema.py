@@ -230,6 +230,20 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (pipeline, stage, reader)
     );
     """,
+    # 11: one mark per stage and port, for the reader that wrote it last: a reader of another
+    # name (a sink moved, or its place made anew) finds no mark, and a place used before finds
+    # none either. Marks only save looks: the ones of schema 10 are dropped.
+    """
+    DROP TABLE marks;
+    CREATE TABLE marks (
+        pipeline VARCHAR NOT NULL,
+        stage VARCHAR NOT NULL,
+        port INTEGER NOT NULL,
+        reader VARCHAR NOT NULL,
+        through BIGINT NOT NULL,
+        PRIMARY KEY (pipeline, stage, port)
+    );
+    """,
 )
 
 VERSION = len(MIGRATIONS)

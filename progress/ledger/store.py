@@ -516,11 +516,11 @@ class Ledger:
         with self._sessions.session() as s:
             return marks.unmarked(s, pipeline, stage, port, reader)
 
-    def mark(self, pipeline: str, stage: str, reader: str, through: int) -> None:
-        """Mark that ``reader`` has seen every current message of ``stage`` through batch
-        ``through``."""
+    def mark(self, pipeline: str, stage: str, port: int, reader: str, *, through: int) -> None:
+        """Mark that ``reader`` has seen every current message of ``(stage, port)`` through
+        batch ``through``."""
         with self._sessions.transaction() as s:
-            marks.mark(s, pipeline, stage, reader, through)
+            marks.mark(s, pipeline, stage, port, reader, through=through)
 
     def live_paths(self, pipeline: str) -> list[str]:
         """Every data path the pipeline may still read or is writing: current messages and

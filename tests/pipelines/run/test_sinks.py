@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -338,8 +339,11 @@ def test_a_run_looks_at_the_sink_epochs_since_its_mark_and_publish_at_every_one(
     exports.send(rt, files)
     root = rt.sink_path("export")
     run_child(home, "publish", 1)  # epoch 1 committed, not published
-    assert rt.publish_sinks() == [("export", 1)]  # committed since the mark (none yet)
-    assert rt.ledger.unmarked("sales", "export", 0, f"parquet:{root}") == []  # marked
+    place = SinkDirectory("sales", "export", root).reader()  # named by epoch 0's publish
+    assert place is not None
+    assert [m.time for m in rt.ledger.unmarked("sales", "export", 0, place)] == [0, 1]
+    assert rt.publish_sinks() == [("export", 1)]  # no mark yet: every epoch looked at
+    assert rt.ledger.unmarked("sales", "export", 0, place) == []  # two shown: marked
 
     (root / "epoch=0").unlink()  # by hand, behind the mark: run() does not look again
     results = rt.run()
@@ -363,6 +367,12 @@ def test_a_run_looks_at_the_sink_epochs_since_its_mark_and_publish_at_every_one(
     code, out, err = run(capsys, ["sinks", "--publish", "--json", *where])
     assert err.strip() == "every committed epoch is published"
     assert json.loads(out)["published"] == 4
+
+    shutil.rmtree(root)  # the whole directory, made anew: another place, no mark
+    assert rt.run() == []
+    assert shown(rt) == committed(rt)
+    assert SinkDirectory("sales", "export", root).reader() not in (None, place)
+    assert published(root) == oracle(files)
 
 
 @pytest.mark.spark

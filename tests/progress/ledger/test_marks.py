@@ -25,10 +25,10 @@ def test_a_reader_sees_the_messages_committed_after_its_mark_and_a_revision_agai
     every = [(e, f"a:totals:{e}") for e in range(3)]
     assert _times(ledger, "sink") == every  # no mark: every current message, in time order
     (first,) = ledger.message("bank", "totals", 0, 1)
-    ledger.mark("bank", "totals", "sink", first.batch_id)
+    ledger.mark("bank", "totals", 0, "sink", through=first.batch_id)
     assert _times(ledger, "sink") == [(2, "a:totals:2")]
     assert _times(ledger, "elsewhere") == every  # a reader of another name has no mark
-    ledger.mark("bank", "totals", "sink", first.batch_id - 1)  # a mark never moves back
+    ledger.mark("bank", "totals", 0, "sink", through=first.batch_id - 1)  # never moves back
     assert _times(ledger, "sink") == [(2, "a:totals:2")]
 
     revised = MessageEntry("totals", 0, 0, "b:totals:0", rows=1, replaces=True)
@@ -36,8 +36,20 @@ def test_a_reader_sees_the_messages_committed_after_its_mark_and_a_revision_agai
     ledger.commit("bank", [], key="revise:totals:0", origin=origin, messages=[revised])
     assert _times(ledger, "sink") == [(0, "b:totals:0"), (2, "a:totals:2")]
     (last,) = ledger.message("bank", "totals", 0, 2)
-    ledger.mark("bank", "totals", "sink", max(last.batch_id, first.batch_id))
+    ledger.mark("bank", "totals", 0, "sink", through=max(last.batch_id, first.batch_id))
     assert _times(ledger, "sink") == [(0, "b:totals:0")]  # committed after the mark
+
+
+def test_a_port_keeps_the_last_readers_mark_only(ledger: Ledger) -> None:
+    for epoch in range(3):
+        run_epoch(ledger, epoch)
+    (last,) = ledger.message("bank", "totals", 0, 2)
+    ledger.mark("bank", "totals", 0, "here", through=last.batch_id)
+    assert _times(ledger, "here") == []
+    ledger.mark("bank", "totals", 0, "there", through=1)  # the sink moved: its own mark
+    assert _times(ledger, "there") == [(e, f"a:totals:{e}") for e in range(3)]
+    every = [(e, f"a:totals:{e}") for e in range(3)]
+    assert _times(ledger, "here") == every  # back where it was: that mark is gone
 
 
 def test_a_commit_looks_its_key_up_through_the_index(ledger: Ledger) -> None:
