@@ -26,9 +26,19 @@ from pipelines.run.delta_sink import DeltaSink
 from pipelines.run.published import Committed
 from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
-from progress import GraphBuilder, Source, Target
-from progress.ledger import Ledger, MessageEntry, Origin, RunKind
-from tests.fixtures.exports import SALES, SINK_PATH, oracle, pipeline, send, totals, write_input
+from progress.ledger import Ledger
+from tests.fixtures.exports import (
+    SALES,
+    SINK_PATH,
+    attempt_rows,
+    catalog,
+    commit_export,
+    oracle,
+    pipeline,
+    send,
+    totals,
+    write_input,
+)
 from tests.pipelines.cli.places import on, run
 from tests.pipelines.run.test_sinks import run_child
 
@@ -137,28 +147,13 @@ def test_epochs_without_rows_before_the_table_are_published_once_it_exists(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sinks, "MARK_AFTER", 2)  # a mark would move past two shown epochs
-    b = GraphBuilder()
-    b.add_node("sales", inputs=0, outputs=1, workers=1)
-    b.add_node("export", inputs=1, outputs=1, workers=0)
-    b.add_edge(Source("sales"), Target("export"))
-    ledger = Ledger(tmp_path / "ledger.duckdb")
-    ledger.register("sales", b.compile())
+    ledger = catalog(tmp_path / "ledger.duckdb")
     sink = DeltaSink("sales", "export", tmp_path / "table")
-
-    def commit(epoch: int, files: Path | None) -> None:
-        path = None if files is None else str(files)
-        entry = MessageEntry("export", 0, epoch, f"a{epoch}", path, rows=int(files is not None))
-        origin = Origin.stage("export", epoch, RunKind.RUN)
-        ledger.commit("sales", [], key=f"run:export:{epoch}", origin=origin, messages=[entry])
-
     for epoch in range(3):
-        commit(epoch, None)  # epochs without rows: nothing to show, no table
+        commit_export(ledger, epoch, None)  # epochs without rows: nothing to show, no table
     assert sinks.publish_committed(ledger, "sales", [sink]) == []
     assert sink.reader() is None  # no table, so no mark
-    rows = tmp_path / "a3"
-    rows.mkdir()
-    pq.write_table(pa.table({"item": ["tea"], "total": [2.5]}), rows / "part-0.parquet")
-    commit(3, rows)
+    commit_export(ledger, 3, attempt_rows(tmp_path / "a3", "tea", 2.5))
     assert sinks.publish_committed(ledger, "sales", [sink]) == [("export", 3)]  # the table
     published = sinks.publish_committed(ledger, "sales", [sink])  # then the epochs before it
     assert published == [("export", 0), ("export", 1), ("export", 2)]

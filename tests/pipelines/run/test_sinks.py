@@ -29,7 +29,15 @@ from pipelines.run.storage import runtime_home
 from pipelines.stages.pipeline import Pipeline
 from tests.children import run_in_group
 from tests.fixtures import exports
-from tests.fixtures.exports import SALES, oracle, published, write_input
+from tests.fixtures.exports import (
+    SALES,
+    attempt_rows,
+    catalog,
+    commit_export,
+    oracle,
+    published,
+    write_input,
+)
 from tests.pipelines.cli.places import on, run
 
 pytestmark = pytest.mark.slow(65)
@@ -373,6 +381,37 @@ def test_a_run_looks_at_the_sink_epochs_since_its_mark_and_publish_at_every_one(
     assert shown(rt) == committed(rt)
     assert SinkDirectory("sales", "export", root).reader() not in (None, place)
     assert published(root) == oracle(files)
+
+
+@pytest.mark.ledger
+def test_a_publish_that_fails_leaves_the_mark_where_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sinks, "MARK_AFTER", 2)
+    ledger = catalog(tmp_path / "ledger.duckdb")
+    sink = SinkDirectory("sales", "export", tmp_path / "out")
+    commit_export(ledger, 0, attempt_rows(tmp_path / "a0", "tea", 1.0))
+    assert sinks.publish_committed(ledger, "sales", [sink]) == [("export", 0)]  # names it
+    place = sink.reader()
+    assert place is not None
+    for epoch in (1, 2, 3):
+        commit_export(ledger, epoch, attempt_rows(tmp_path / f"a{epoch}", "jam", epoch))
+    publish = SinkDirectory.publish
+
+    def failing(self: SinkDirectory, committed: Committed) -> None:
+        if committed.epoch == 2:
+            raise SinkPublishError("sales", "export", 2, self.root, "no space left")
+        publish(self, committed)
+
+    monkeypatch.setattr(SinkDirectory, "publish", failing)
+    with pytest.raises(SinkPublishError):
+        sinks.publish_committed(ledger, "sales", [sink])
+    unmarked = [m.time for m in ledger.unmarked("sales", "export", 0, place)]
+    assert unmarked == [0, 1, 2, 3]  # epoch 1 shown, 2 not: the mark did not move
+    monkeypatch.setattr(SinkDirectory, "publish", publish)
+    assert sinks.publish_committed(ledger, "sales", [sink]) == [("export", 2), ("export", 3)]
+    assert ledger.unmarked("sales", "export", 0, place) == []
+    assert [e for e, _, _ in published(sink.root)] == [0, 1, 2, 3]
 
 
 @pytest.mark.spark
