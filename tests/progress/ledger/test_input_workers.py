@@ -97,6 +97,22 @@ def test_a_send_commits_at_the_epoch_its_data_was_checked_for(ledger: Ledger) ->
     assert retry.repeated
 
 
+def test_every_process_finds_a_worker_where_its_sends_advances_and_close_left_it(
+    ledger: Ledger,
+) -> None:
+    def seen() -> object:  # by another ledger, which reads the worker's row, not this cache
+        ledger.release()
+        return Ledger(ledger.path).worker_time("bank", CARDS, 1)
+
+    ledger.send("bank", CARDS, 1, MessageEntry(CARDS, 0, 0, "m0"))  # moves nothing
+    assert seen() == 0
+    ledger.advance("bank", CARDS, 1, 2)
+    ledger.send("bank", CARDS, 1, MessageEntry(CARDS, 0, 2, "m2"))
+    assert seen() == 2
+    ledger.close("bank", CARDS, 1)
+    assert seen() is None
+
+
 def test_a_correction_replaces_only_that_workers_messages_and_moves_nothing(
     ledger: Ledger,
 ) -> None:
