@@ -52,12 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.errors import SinkPublishError
-from pipelines.run.published import (
-    Committed,
-    SinkPlace,
-    SinkState,
-    SinkTarget,
-)
+from pipelines.run.published import Committed, SinkPlace, SinkState, SinkTarget
 from pipelines.run.storage import link_or_copy
 from pipelines.stages.sink_formats import SinkFormat
 from progress import Time

@@ -218,23 +218,10 @@ MIGRATIONS: tuple[str, ...] = (
     # 10: every commit first looks up its key (is it committed already?): DuckDB scans with a
     # one-column index only, so without this one that look read every batch (24 ms behind
     # 100,000 closed epochs, a dozen times an epoch). And marks: how far a reader of a stage's
-    # messages has seen them all (a sink, at a place: ``pipelines.run.sinks``), so it looks
-    # again only at what was committed since.
+    # port has seen its messages (a sink, named by its place: ``pipelines.run.sinks``), so it
+    # looks again only at what was committed since; one per port, the last reader's.
     """
     CREATE INDEX batches_by_key ON batches (key);
-    CREATE TABLE marks (
-        pipeline VARCHAR NOT NULL,
-        stage VARCHAR NOT NULL,
-        reader VARCHAR NOT NULL,
-        through BIGINT NOT NULL,
-        PRIMARY KEY (pipeline, stage, reader)
-    );
-    """,
-    # 11: one mark per stage and port, for the reader that wrote it last: a reader of another
-    # name (a sink moved, or its place made anew) finds no mark, and a place used before finds
-    # none either. Marks only save looks: the ones of schema 10 are dropped.
-    """
-    DROP TABLE marks;
     CREATE TABLE marks (
         pipeline VARCHAR NOT NULL,
         stage VARCHAR NOT NULL,
