@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.errors import PipelineError
+from pipelines.reads.arrow_rows import collected_rows
 from pipelines.run.runtime import Runtime
 from pipelines.spark.local_rows import rows_frame
 from pipelines.stages.kinds import Feed, SourceStage
@@ -131,11 +132,10 @@ def close_sources(runtime: Runtime) -> None:
 def rows_of(
     runtime: Runtime, stage: str, epoch: int, *, columns: Sequence[str] | None = None
 ) -> list[tuple[Any, ...]]:
-    """The committed output rows of ``stage`` at ``epoch`` (its ``columns``, default all)."""
-    df = runtime.read(stage, epoch)
-    if columns is not None:
-        df = df.select(*columns)
-    return [tuple(r) for r in df.collect()]
+    """The committed output rows of ``stage`` at ``epoch`` (its ``columns``, default all), read
+    without a Spark job where its files allow (``Runtime.read_arrow``)."""
+    table = runtime.read_arrow(stage, epoch)
+    return collected_rows(table, columns if columns is not None else table.column_names)
 
 
 def assert_output(
@@ -150,12 +150,13 @@ def assert_output(
     """Assert that ``stage``'s committed output at ``epoch`` holds exactly the ``expected``
     rows, in any order, each as many times (floats compared to ``digits`` decimals). The
     ``AssertionError`` lists the rows missing and the rows not expected."""
-    names = list(columns) if columns is not None else runtime.read(stage, epoch).columns
+    table = runtime.read_arrow(stage, epoch)
+    names = list(columns) if columns is not None else table.column_names
     want = Counter(
         _rounded(tuple(r[n] for n in names) if isinstance(r, Mapping) else tuple(r), digits)
         for r in expected
     )
-    have = Counter(_rounded(r, digits) for r in rows_of(runtime, stage, epoch, columns=names))
+    have = Counter(_rounded(r, digits) for r in collected_rows(table, names))
     if want == have:
         return
     missing = sorted((want - have).elements(), key=repr)

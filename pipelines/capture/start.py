@@ -1,5 +1,5 @@
 """Starting a capture of a stage's output stream (``Runtime.capture``): the checks that refuse
-what cannot be recorded, the new log's header, and its first sync."""
+what cannot be recorded, the new log's header, and its first sync; and stopping one."""
 
 from __future__ import annotations
 
@@ -67,4 +67,16 @@ def start_capture(
             from_epoch=from_epoch,
         )
         capture.sync_locked(ledger, record, directory)
+    return capture.status(ledger, record)
+
+
+def stop_capture(ledger: Ledger, pipeline: str, into: str | Path) -> CaptureStatus:
+    """Bring the capture into ``into`` up to the ledger one last time, then stop it: its
+    directory stays as it is, a complete stream up to that point."""
+    directory = Path(into).resolve()
+    with capture_log.locked(directory):
+        found = [c for c in ledger.captures(pipeline) if c.directory == str(directory)]
+        if found and found[0].active:
+            capture.sync_locked(ledger, found[0], directory)
+        record = ledger.stop_capture(pipeline, str(directory))
     return capture.status(ledger, record)

@@ -2,7 +2,8 @@
 (each epoch as it becomes final).
 
 An epoch that is not final is not printed: ``read`` exits with ``NOT_FINAL`` and says what holds
-it, in the sentences ``status`` gives (``pipelines.reads.final``).
+it, in the sentences ``status`` gives (``pipelines.reads.final``). ``read`` reads the committed
+files in its own process (``Runtime.read_arrow``): no Spark starts for a materialized stage.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pipelines.cli.context import bound
 from pipelines.cli.keyed import plain, shown, table
 from pipelines.cli.options import STAGE, WAIT, Commands, command, engine, non_negative
 from pipelines.errors import EpochNotCompleteError, UsageError
-from pipelines.spark._internals import arrow_schema_of
+from pipelines.reads.arrow_rows import collected_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -39,6 +40,11 @@ def rows_and_columns(df: DataFrame, limit: int | None) -> tuple[list[str], list[
     """The frame's columns and rows (the first ``limit`` of them, when given)."""
     taken = df if limit is None else df.limit(limit)
     return list(df.columns), [tuple(row) for row in taken.collect()]
+
+
+def table_rows(read: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The table's columns and rows, each value as ``rows_and_columns`` gives it."""
+    return read.column_names, collected_rows(read, read.column_names)
 
 
 def write_table(
@@ -84,7 +90,7 @@ def cmd_read(args: argparse.Namespace) -> int:
         raise UsageError("--format parquet writes a file: give it with --out PATH")
     rt = bound(args)
     try:
-        df = rt.read(
+        read = rt.read_arrow(
             args.stage,
             args.epoch,
             complete=not args.not_final,
@@ -94,12 +100,13 @@ def cmd_read(args: argparse.Namespace) -> int:
     except EpochNotCompleteError as err:
         print(f"epochgate: {err}", file=sys.stderr)
         return NOT_FINAL
-    columns, rows = rows_and_columns(df, args.limit)
+    if args.limit is not None:
+        read = read.slice(0, args.limit)
     if args.format == "parquet":
-        records = [dict(zip(columns, row, strict=True)) for row in rows]
-        pq.write_table(pa.Table.from_pylist(records, arrow_schema_of(df.schema)), args.out)
-        print(f"{len(rows)} row(s) of {args.stage} epoch {args.epoch} written to {args.out}")
+        pq.write_table(read, args.out)
+        print(f"{read.num_rows} row(s) of {args.stage} epoch {args.epoch} written to {args.out}")
         return 0
+    columns, rows = table_rows(read)
     with destination(args.out) as out:
         TEXT_WRITERS[args.format](out, columns, rows)
     return 0

@@ -20,6 +20,7 @@ from pipelines.cli.references import load
 from pipelines.errors import RunFailedError
 from pipelines.examples import bank
 from pipelines.examples.bank_data import ORACLE_SQL, QUARANTINE_SQL, DemoData, Oracle, generate
+from pipelines.reads.arrow_rows import collected_rows
 from pipelines.reads.lookup import Lookup
 from pipelines.run.expectations import ExpectationResult
 from pipelines.run.iteration import describe_round
@@ -28,7 +29,8 @@ from pipelines.spark.session import quiet, spark_session
 from progress.ledger import Ledger
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
 
 HELD = ("card_payments", bank.WORKERS["card_payments"] - 1)
 
@@ -284,7 +286,7 @@ def verify_outputs(
         partial = rt.pipeline.stage(stage).partial is not None
         for epoch in range(epochs):
             columns, expected = oracle.expected(stage, epoch)
-            got = _rows(rt.read(stage, epoch), columns)
+            got = _rows(rt.read_arrow(stage, epoch), columns)
             if partial:
                 wrong = [row for row in got if row not in expected]
                 if wrong:
@@ -296,7 +298,7 @@ def verify_outputs(
             continue
         for epoch in range(epochs):
             columns, expected = oracle.expected(stage, epoch, quarantine=True)
-            got = _rows(rt.read(stage, epoch, quarantine=True), columns)
+            got = _rows(rt.read_arrow(stage, epoch, quarantine=True), columns)
             if got != expected:
                 bad.append(
                     f"{stage} epoch {epoch} quarantine: {len(got)} rows, oracle {len(expected)}"
@@ -304,10 +306,10 @@ def verify_outputs(
     return bad + verify_balances(rt, oracle, epochs, accounts)
 
 
-def _rows(df: DataFrame, columns: Sequence[str]) -> list[tuple[Any, ...]]:
-    """``df``'s rows of ``columns``, sorted as the oracle sorts them (NULLs first)."""
+def _rows(table: pa.Table, columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """``table``'s rows of ``columns``, sorted as the oracle sorts them (NULLs first)."""
     return sorted(
-        (tuple(r) for r in df.select(*columns).collect()),
+        collected_rows(table, columns),
         key=lambda row: tuple((v is None, "" if v is None else v) for v in row),
     )
 

@@ -14,7 +14,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from pipelines.errors import PipelineError
-from pipelines.reads import final
+from pipelines.reads import arrow_rows, final
 from pipelines.reads.subscription import Completed, follow
 from pipelines.run.ephemeral import derivation
 from pipelines.run.epochs import stage_epoch
@@ -26,6 +26,7 @@ from progress import Time
 from progress.ledger import Ledger
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from pipelines.stages.pipeline import Pipeline
@@ -59,13 +60,44 @@ class OutputReads:
         wait: float | bool = False,
         quarantine: bool = False,
     ) -> DataFrame:
-        self.pipeline.stage(stage)  # an unknown name is refused before it names a path
-        stage_epoch(stage, epoch)
-        if complete:
-            self.finality.wait(stage, epoch, final.wait_seconds(wait))
+        self._admit(stage, epoch, complete, wait)
         if quarantine:
             return self.quarantined(stage, epoch)
         return self.committed(stage, epoch)
+
+    def arrow(
+        self,
+        stage: str,
+        epoch: Time,
+        *,
+        complete: bool = True,
+        wait: float | bool = False,
+        quarantine: bool = False,
+    ) -> pa.Table:
+        """``read``'s rows as an Arrow table, read by pyarrow where its files allow
+        (``pipelines.reads.arrow_rows``), else through Spark."""
+        self._admit(stage, epoch, complete, wait)
+        if quarantine:
+            paths = self._quarantine_paths(stage, epoch)
+        elif derivation(self.pipeline.stages, stage).build is not None:
+            return arrow_rows.from_frame(self.committed(stage, epoch))
+        else:
+            paths = self._message_paths(stage, epoch)
+        known = self.pipeline.stage(stage).schema or (
+            spark_schema(paths) if paths else self.executor.schema_of(stage)
+        )
+        read = None if known is None else arrow_rows.table(paths, known)
+        if read is not None:
+            return read
+        return arrow_rows.from_frame(self._frame(stage, epoch, paths))
+
+    def _admit(self, stage: str, epoch: Time, complete: bool, wait: float | bool) -> None:
+        """Refuse an unknown stage or a bad epoch before any path is named; wait for the epoch
+        to be final when ``complete``."""
+        self.pipeline.stage(stage)
+        stage_epoch(stage, epoch)
+        if complete:
+            self.finality.wait(stage, epoch, final.wait_seconds(wait))
 
     def subscribe(
         self, stage: str, *, from_epoch: int = 0, poll: float = 1.0, timeout: float | None = None
@@ -82,16 +114,22 @@ class OutputReads:
             if not messages_read(self.pipeline, self.ledger, stage, epoch):
                 raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
             return found.apply([self.committed(b, epoch) for b in found.bases], epoch)
-        messages = messages_read(self.pipeline, self.ledger, stage, epoch)
-        return self._frame(stage, epoch, [m.path for m in messages if m.path])
+        return self._frame(stage, epoch, self._message_paths(stage, epoch))
 
     def quarantined(self, stage: str, epoch: Time) -> DataFrame:
         """The rows the ``drop`` expectations of ``stage`` removed from its current output at
         ``epoch`` (an empty frame with its columns when none were)."""
+        return self._frame(stage, epoch, self._quarantine_paths(stage, epoch))
+
+    def _message_paths(self, stage: str, epoch: Time) -> list[str]:
+        """The data of the messages a reader of materialized ``stage`` reads at ``epoch``."""
+        messages = messages_read(self.pipeline, self.ledger, stage, epoch)
+        return [m.path for m in messages if m.path]
+
+    def _quarantine_paths(self, stage: str, epoch: Time) -> list[str]:
         messages = self.ledger.message(self.pipeline.name, stage, 0, epoch)
         attempts = [m.attempt for m in messages]
-        paths = [q.path for q in self.ledger.quarantine(self.pipeline.name, stage, attempts)]
-        return self._frame(stage, epoch, paths)
+        return [q.path for q in self.ledger.quarantine(self.pipeline.name, stage, attempts)]
 
     def _frame(self, stage: str, epoch: Time, paths: list[str]) -> DataFrame:
         if paths:

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipelines.capture import follower as capture_follower
-from pipelines.capture import log as capture_log
 from pipelines.capture import sync as capture
 from pipelines.capture.replay import replay
-from pipelines.capture.start import start_capture
+from pipelines.capture.start import start_capture, stop_capture
 from pipelines.capture.sync import CaptureStatus
 from pipelines.errors import (
     BackfillIncompleteError,
@@ -49,14 +48,13 @@ from pipelines.run.garbage import collect_garbage
 from pipelines.run.inputs import SourceInput
 from pipelines.run.iteration import RoundCallback
 from pipelines.run.kinds import run_of
-from pipelines.run.published import SinkState, SinkTarget
+from pipelines.run.published import SinkState
 from pipelines.run.revisions import above, next_revision
-from pipelines.run.sinks import publish_committed, sink_states, sink_target
+from pipelines.run.sinks import named_target, publish_committed, sink_states, sink_targets
 from pipelines.run.storage import DataStore, runtime_home
 from pipelines.settings import STATE_FILE, state_path
 from pipelines.spark.session import LazySpark, SparkFactory
 from pipelines.stages.families import lock_name
-from pipelines.stages.kinds import SinkStage
 from pipelines.stages.pipeline import Pipeline
 from progress import Target, Time, Tracker
 from progress.errors import LedgerStorageError
@@ -65,6 +63,7 @@ from progress.ledger import Ledger, PendingUpquery, StageStatus
 from state_store import KeyedState
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["STATE_FILE", "RunResult", "RunStatus", "Runtime", "run_key"]
@@ -129,27 +128,19 @@ class Runtime:
 
     def sink_path(self, sink: str) -> Path:
         """The directory ``sink`` publishes to (``PATH/epoch=N``)."""
-        return self._sink(sink).root
+        return named_target(self.pipeline, sink, self.home).root
 
     def publish_sinks(self, *, recheck: bool = False) -> list[tuple[str, Time]]:
         """Publish each committed sink epoch its sink does not show (``run()`` does this first):
         of those since the sink's mark, or with ``recheck`` of all (a link deleted by hand).
         Returns the ``(sink, epoch)`` published (``pipelines.run.sinks.publish_committed``)."""
-        return publish_committed(self.ledger, self.pipeline.name, self._sinks(), recheck=recheck)
+        return publish_committed(
+            self.ledger, self.pipeline.name, sink_targets(self.pipeline, self.home), recheck=recheck
+        )
 
     def sinks(self) -> list[SinkState]:
         """Each sink's format, location, last published epoch and table version."""
-        return sink_states(self.ledger, self.pipeline.name, self._sinks())
-
-    def _sinks(self) -> list[SinkTarget]:
-        stages = self.pipeline.stages.values()
-        return [self._sink(s.name) for s in stages if isinstance(s, SinkStage)]
-
-    def _sink(self, name: str) -> SinkTarget:
-        stage = self.pipeline.stage(name)
-        if not isinstance(stage, SinkStage):
-            raise PipelineError(f"stage {name!r} is a {stage.kind} stage, not a sink")
-        return sink_target(stage, self.pipeline.name, self.home)
+        return sink_states(self.ledger, self.pipeline.name, sink_targets(self.pipeline, self.home))
 
     def input(self, source: str, worker: int = 0) -> SourceInput:
         """The handle of one worker of a source."""
@@ -549,14 +540,7 @@ class Runtime:
     def stop_capture(self, into: str | Path) -> CaptureStatus:
         """Bring the capture into ``into`` up to the ledger one last time, then stop it: its
         directory stays as it is, a complete stream up to that point."""
-        directory = Path(into).resolve()
-        p = self.pipeline.name
-        with capture_log.locked(directory):
-            found = [c for c in self.ledger.captures(p) if c.directory == str(directory)]
-            if found and found[0].active:
-                capture.sync_locked(self.ledger, found[0], directory)
-            record = self.ledger.stop_capture(p, str(directory))
-        return capture.status(self.ledger, record)
+        return stop_capture(self.ledger, self.pipeline.name, into)
 
     def captures(self) -> list[CaptureStatus]:
         """Every capture of the pipeline, stopped ones too, with where each stands."""
@@ -586,6 +570,22 @@ class Runtime:
         ``drop`` expectations removed instead. A final epoch without rows is an empty frame
         with the stage's columns."""
         return self._outputs.read(stage, epoch, complete=complete, wait=wait, quarantine=quarantine)
+
+    def read_arrow(
+        self,
+        stage: str,
+        epoch: Time,
+        *,
+        complete: bool = True,
+        wait: float | bool = False,
+        quarantine: bool = False,
+    ) -> pa.Table:
+        """``read``'s rows as a ``pyarrow.Table`` (typed as ``DataFrame.toArrow()`` types them,
+        timestamps in UTC), read from the committed files in this process with no Spark job;
+        only a stage that is not materialized is computed through Spark."""
+        return self._outputs.arrow(
+            stage, epoch, complete=complete, wait=wait, quarantine=quarantine
+        )
 
     def subscribe(
         self, stage: str, *, from_epoch: int = 0, poll: float = 1.0, timeout: float | None = None

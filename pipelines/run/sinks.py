@@ -51,15 +51,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.errors import SinkPublishError
+from pipelines.errors import PipelineError, SinkPublishError
 from pipelines.run.published import Committed, SinkPlace, SinkState, SinkTarget
 from pipelines.run.storage import link_or_copy
+from pipelines.stages.kinds import SinkStage
 from pipelines.stages.sink_formats import SinkFormat
 from progress import Time
 from progress.ledger import Ledger, MessageRecord
 
 if TYPE_CHECKING:
-    from pipelines.stages.kinds import SinkStage
+    from pipelines.stages.pipeline import Pipeline
 
 VERSIONS = ".versions"
 """The hidden directory of a sink's published versions, inside its path."""
@@ -71,6 +72,21 @@ the ledger keeps the sink's mark under (``SinkDirectory.reader``)."""
 def sink_target(stage: SinkStage, pipeline: str, home: Path) -> SinkTarget:
     """Where ``stage`` publishes, in its format, for a runtime whose home is ``home``."""
     return _TARGETS[stage.format](stage, pipeline, home)
+
+
+def named_target(pipeline: Pipeline, name: str, home: Path) -> SinkTarget:
+    """Where the sink ``name`` of ``pipeline`` publishes; a stage that is not a sink is
+    refused."""
+    stage = pipeline.stage(name)
+    if not isinstance(stage, SinkStage):
+        raise PipelineError(f"stage {name!r} is a {stage.kind} stage, not a sink")
+    return sink_target(stage, pipeline.name, home)
+
+
+def sink_targets(pipeline: Pipeline, home: Path) -> list[SinkTarget]:
+    """Where each sink of ``pipeline`` publishes."""
+    stages = pipeline.stages.values()
+    return [sink_target(s, pipeline.name, home) for s in stages if isinstance(s, SinkStage)]
 
 
 def _parquet(stage: SinkStage, pipeline: str, home: Path) -> SinkTarget:

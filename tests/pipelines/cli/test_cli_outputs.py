@@ -15,6 +15,7 @@ from pipelines.run.runtime import Runtime
 from progress.ledger import Ledger
 from tests.pipelines.cli.places import on, run
 from tests.pipelines.reads.test_subscription import numbers, write
+from tests.sockets import free_port
 
 pytestmark = pytest.mark.spark
 
@@ -66,6 +67,9 @@ def test_read_prints_final_epochs_only_and_tail_prints_each_final_epoch(
     lines = out.splitlines()
     assert lines[0].split() == ["k", "v"]
     assert sorted(tuple(int(c) for c in line.split()) for line in lines[1:]) == expected
+    # The files are read in this process: no engine is asked (none answers at that address).
+    nowhere = ("--spark", f"sc://127.0.0.1:{free_port()}")
+    assert cli("read", "big", "0", *nowhere) == (0, out, "")
     code, out, _ = cli("read", "big", "0", "--format", "json", "--limit", "2")
     rows = [json.loads(line) for line in out.splitlines()]
     assert (code, len(rows)) == (0, 2)

@@ -85,7 +85,7 @@ def test_a_correction_reaches_every_output_that_read_it_once(
         for stage, rows in expected.items():
             if stage != "settled" and epoch > 1:
                 continue
-            assert rows_of(rt.read(stage, epoch)) == rows, f"{stage} at epoch {epoch}"
+            assert rows_of(rt.read_arrow(stage, epoch)) == rows, f"{stage} at epoch {epoch}"
     exported = rows_of(spark.read.parquet(str(shop_.sink / "epoch=1")))
     assert exported == oracle(shop_.files, 1)["by_category"]
     assert ledger.verify().ok
@@ -219,7 +219,7 @@ def test_a_correction_is_validated_like_a_send_and_only_for_reached_epochs(
     rt.run()
     expected = oracle(shop_.files, 0)
     for stage in ("valid_orders", "movements", "by_category"):
-        assert rows_of(rt.read(stage, 0)) == expected[stage], stage
+        assert rows_of(rt.read_arrow(stage, 0)) == expected[stage], stage
     assert ledger.verify().ok
 
     # Worker 1 closed at epoch 1: nothing of its reached epoch 1's outputs, so no data of it

@@ -84,7 +84,7 @@ def mismatches(shop_: Shop) -> list[str]:
         for stage, rows in oracle(shop_.files, epoch).items():
             if epoch >= EPOCHS and stage != "settled":
                 continue
-            if rows_of(shop_.rt.read(stage, epoch)) != rows:
+            if rows_of(shop_.rt.read_arrow(stage, epoch)) != rows:
                 bad.append(f"{stage} epoch {epoch}")
     exported = published(shop_.sink)
     for epoch in range(EPOCHS):  # the sink's path shows each epoch's by_category, once

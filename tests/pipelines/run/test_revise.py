@@ -40,8 +40,9 @@ def test_a_code_change_revised_reaches_every_downstream_output(
     for epoch in range(3):
         expected = oracle(first.files, epoch, threshold=10)
         for stage in ("valid_orders", "movements", "by_category", "by_region"):
-            assert rows_of(fixed.read(stage, epoch)) == expected[stage], f"{stage} {epoch}"
-    assert rows_of(fixed.read("settled", 4)) == oracle(first.files, 4, threshold=10)["settled"]
+            assert rows_of(fixed.read_arrow(stage, epoch)) == expected[stage], f"{stage} {epoch}"
+    settled = oracle(first.files, 4, threshold=10)["settled"]
+    assert rows_of(fixed.read_arrow("settled", 4)) == settled
     exported = rows_of(spark.read.parquet(str(first.sink / "epoch=2")))
     assert exported == oracle(first.files, 2, threshold=10)["by_category"]
     assert first.ledger.tracker("shop").pointstamps() == before  # frontiers never moved back
@@ -133,11 +134,11 @@ def test_a_backfill_runs_the_epochs_it_can_and_names_the_blockers_of_the_rest(
     assert held.ledger.message("shop", "valid_orders", 0, 3) == []  # nothing ran at epoch 3
     for epoch in range(3):
         expected = oracle(held.files, epoch)
-        assert rows_of(rt.read("valid_orders", epoch)) == expected["valid_orders"]
+        assert rows_of(rt.read_arrow("valid_orders", epoch)) == expected["valid_orders"]
     for epoch in (0, 1):
         expected = oracle(held.files, epoch)
         for stage in ("movements", "by_category"):
-            assert rows_of(rt.read(stage, epoch)) == expected[stage]
+            assert rows_of(rt.read_arrow(stage, epoch)) == expected[stage]
     assert held.ledger.verify().ok
 
 

@@ -56,7 +56,7 @@ def test_every_stage_matches_the_oracle_with_late_data(tmp_path: Path, spark: Sp
         for stage, rows in expected.items():
             if stage != "settled" and epoch > 2:
                 continue
-            assert rows_of(rt.read(stage, epoch)) == rows, f"{stage} at epoch {epoch}"
+            assert rows_of(rt.read_arrow(stage, epoch)) == rows, f"{stage} at epoch {epoch}"
     exported = rows_of(spark.read.parquet(str(shop_.sink / "epoch=1")))
     assert exported == oracle(shop_.files, 1)["by_category"]
     assert rt.run_stage("by_category", 0).status == "done-already"
@@ -130,9 +130,8 @@ def test_a_failing_stage_does_not_starve_the_independent_ones(
     assert ran == sorted((s, e) for s in ("big", "big_by_kind") for e in branches.EPOCHS)
     assert len(free) == 4  # the lock was released at the failure, not at the end of run()
     for epoch in branches.EPOCHS:
-        assert (
-            sorted(rows_of(rt.read("big_by_kind", epoch))) == branches.oracle(epoch)["big_by_kind"]
-        )
+        expected = branches.oracle(epoch)["big_by_kind"]
+        assert sorted(rows_of(rt.read_arrow("big_by_kind", epoch))) == expected
     status = {s.stage: s for s in rt.ledger.status("branches")}
     assert status["kind_counts"].done == ()
     assert status["busy_kinds"].done == ()
@@ -147,7 +146,8 @@ def test_a_failing_stage_does_not_starve_the_independent_ones(
     for epoch in branches.EPOCHS:
         expected = branches.oracle(epoch)
         for stage in ("kind_counts", "busy_kinds"):
-            assert sorted(rows_of(fixed.read(stage, epoch))) == expected[stage], (stage, epoch)
+            got = rows_of(fixed.read_arrow(stage, epoch))
+            assert sorted(got) == expected[stage], (stage, epoch)
     runs = rt.ledger.history("branches", "kind_counts", 0).runs
     assert [r.status for r in runs] == ["failed", "succeeded"]
     assert rt.ledger.verify().ok
