@@ -264,6 +264,31 @@ def test_no_file_is_over_the_limit() -> None:
     assert not long, f"files over {MAX_LINES} lines (split them by concern): {long}"
 
 
+def preexec_calls(tree: ast.AST) -> list[int]:
+    """The lines of calls given a ``preexec_fn`` keyword."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and any(k.arg == "preexec_fn" for k in node.keywords)
+    ]
+
+
+def test_no_child_process_runs_python_before_its_exec() -> None:
+    """A ``preexec_fn`` makes ``subprocess`` fork without ``vfork``, and gRPC (a Spark Connect
+    session's channels) can abort such a child before its exec: ``pipelines.spark.spawn``."""
+    found = {
+        str(m.path.relative_to(ROOT)): lines
+        for m in modules().values()
+        if (lines := preexec_calls(ast.parse(m.path.read_text())))
+    }
+    assert not found, f"preexec_fn given (use pipelines.spark.spawn.shimmed): {found}"
+
+
+def test_the_preexec_check_finds_a_call() -> None:
+    code = "subprocess.Popen(['true'], preexec_fn=os.setsid)"
+    assert preexec_calls(ast.parse(code)) == [1]
+
+
 # -- (c) pure packages --------------------------------------------------------------------------
 
 

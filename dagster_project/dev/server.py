@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipelines.spark.spawn import shimmed
 from progress import EpochgateError
 
 __all__ = [
@@ -118,17 +119,17 @@ def spawn(
     argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], port: int, log: Path
 ) -> DevServer:
     """``argv`` (something that serves Dagster on ``port``) in its own process group, its
-    output in ``log``, SIGINT at its default so SIGTERM stops it."""
+    output in ``log``, SIGINT at its default so SIGTERM stops it (set by the child itself:
+    ``pipelines.spark.spawn``)."""
     with log.open("wb") as out:
         process = subprocess.Popen(
-            list(argv),
+            shimmed(argv, default_sigint=True),
             cwd=cwd,
             env=dict(env),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
         )
     return DevServer(process, port, log)
 

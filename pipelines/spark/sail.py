@@ -20,11 +20,8 @@ listening. ``epochgate sail start`` keeps its server's pid, mode and log under
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +34,7 @@ from pipelines.settings import state_dir
 from pipelines.spark import servers
 from pipelines.spark._internals import SAIL_SERVER_MARK, check_sail, sail_server_command
 from pipelines.spark.servers import HOST, accepts, check_port, free_port, read_pid, runs
+from pipelines.spark.spawn import shimmed
 
 DEFAULT_PORT = 50051
 """Where ``epochgate sail start`` listens unless told (Sail's own default port)."""
@@ -294,20 +292,20 @@ def _spawn_tied(command: list[str], env: dict[str, str], out: IO[bytes]) -> subp
     """Start ``command`` as a child that gets SIGTERM when this process dies.
 
     Linux delivers that signal when the *thread* that forked the child ends, so the child is
-    forked by a thread that lives as long as the child does: it waits for (and reaps) it."""
-    tie = _parent_death_signal()
+    forked by a thread that lives as long as the child does: it waits for (and reaps) it. The
+    child asks for the signal itself (``pipelines.spark.spawn``: no Python runs between the
+    fork and the exec, which live gRPC channels of this process would not survive)."""
     started: list[subprocess.Popen[bytes] | BaseException] = []
     ready = threading.Event()
 
     def keep() -> None:
         try:
             process = subprocess.Popen(
-                command,
+                shimmed(command, tied=True),
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                preexec_fn=tie,  # noqa: PLW1509 - one prctl call, no lock taken in the child
             )
         except BaseException as err:
             started.append(err)
@@ -323,19 +321,6 @@ def _spawn_tied(command: list[str], env: dict[str, str], out: IO[bytes]) -> subp
     if isinstance(result, BaseException):
         raise result
     return result
-
-
-def _parent_death_signal() -> Callable[[], None] | None:
-    """What a forked child calls to get SIGTERM when its parent thread ends (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    set_death_signal = 1  # PR_SET_PDEATHSIG
-
-    def tie() -> None:
-        libc.prctl(set_death_signal, signal.SIGTERM)
-
-    return tie
 
 
 # -- shared by both kinds of server -----------------------------------------------------------

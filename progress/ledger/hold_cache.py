@@ -11,7 +11,9 @@ for what this process writes, which its writers apply here as they write it:
   a commit adds its batch's updates, so reading the counts after a commit costs no query;
 - whether a pipeline has a replaced message (one no longer current): until it has one, no
   output can be stale, and ``stale`` needs no query;
-- where each input worker's capability stands, as its actions move it.
+- where each input worker's capability stands, as its actions move it;
+- for the input workers this process moved, whether each sent at the time it moved to (an
+  advance past that time then seals it, or not, with no query of the sends).
 
 A new hold starts empty (another process may have written between two holds), and a
 rolled-back transaction empties the cache (it may describe undone writes).
@@ -48,6 +50,11 @@ class HoldCache:
     one)."""
     workers: dict[tuple[str, str, int], Time | None] = field(default_factory=dict)
     """Where input workers' capabilities stand, by ``(pipeline, node, worker)``."""
+    arrivals: dict[tuple[str, str, int], tuple[Time, bool]] = field(default_factory=dict)
+    """By ``(pipeline, node, worker)``: the time this process's advance moved the worker to
+    within this hold, and whether a send of this process committed there since. A worker sent
+    at a time whenever this says so; it sent nothing there when this says not (no other process
+    writes within the hold)."""
     _counts: dict[str, _Counts] = field(default_factory=dict)
 
     def clear(self) -> None:
@@ -57,6 +64,7 @@ class HoldCache:
         self._counts.clear()
         self.replaced.clear()
         self.workers.clear()
+        self.arrivals.clear()
 
     def counts(self, pipeline: str, graph: Graph) -> list[tuple[CountKey, int]] | None:
         """The pipeline's non-zero counts, if read in this hold for ``graph``."""

@@ -78,6 +78,7 @@ def send(
                 raise WorkerMovedError(pipeline, node, worker, message.time, time)
             m = message
             entries.append(MessageEntry(node, port, time, m.attempt, m.path, m.rows, m.bytes))
+        s.cache.arrivals[pipeline, node, worker] = (time, True)
         return batch, entries, Origin(OriginKind.SEND, node, worker, time)
 
     return Action(lambda handle: key, effect)
@@ -87,14 +88,23 @@ def advance_key(node: str, worker: int, time: Time) -> str:
     return f"advance:{node}:{worker}:{json.dumps(time_to_columns(time))}"
 
 
-def advance(pipeline: str, node: str, worker: int, time: object, *, seal: bool) -> Action:
+def advance(
+    pipeline: str, node: str, worker: int, time: object, *, seal: bool, remember: bool = True
+) -> Action:
     """The worker's capability moved to ``time``; with ``seal``, an empty message at every
-    epoch it passes where it sent nothing."""
+    epoch it passes where it sent nothing. With ``remember``, the hold cache keeps where it
+    arrived (``HoldCache.arrivals``): a replay's advance does not, as its sends may come at
+    times ahead of the worker."""
 
     def effect(handle: InputHandle, s: Session) -> InputEffect:
         origin = Origin.input(node, worker)
         to = handle.check_advance(time)
-        if not seal or to == handle.time:
+        if to == handle.time:
+            return handle.advance_to(to), [], origin
+        arrived = s.cache.arrivals.pop((pipeline, node, worker), None)
+        if remember:
+            s.cache.arrivals[pipeline, node, worker] = (to, False)
+        if not seal:
             return handle.advance_to(to), [], origin
         start = handle.time
         if type(start) is not int or type(to) is not int:
@@ -102,14 +112,10 @@ def advance(pipeline: str, node: str, worker: int, time: object, *, seal: bool) 
                 f"pipeline {pipeline!r}, source {node!r}, worker {worker}: sealing applies to "
                 f"int epochs only, not {to}; nothing was committed"
             )
-        sent = {
-            row[0]
-            for row in s.rows(
-                "SELECT DISTINCT t0 FROM batches WHERE pipeline = ? AND origin = 'send' "
-                "AND node = ? AND worker = ? AND t0 >= ? AND t0 < ?",
-                [pipeline, node, worker, start, to],
-            )
-        }
+        if to == start + 1 and arrived is not None and arrived[0] == start:
+            sent = {start} if arrived[1] else set()
+        else:
+            sent = sent_between(s, pipeline, node, worker, start=start, to=to)
         batch: list[Update] = []
         entries: list[MessageEntry] = []
         for epoch in range(start, to):
@@ -123,6 +129,20 @@ def advance(pipeline: str, node: str, worker: int, time: object, *, seal: bool) 
         return batch, entries, origin
 
     return Action(lambda handle: advance_key(node, worker, handle.check_advance(time)), effect)
+
+
+def sent_between(
+    s: Session, pipeline: str, node: str, worker: int, *, start: int, to: int
+) -> set[int]:
+    """The epochs in ``[start, to)`` at which the worker's sends committed."""
+    return {
+        row[0]
+        for row in s.rows(
+            "SELECT DISTINCT t0 FROM batches WHERE pipeline = ? AND origin = 'send' "
+            "AND node = ? AND worker = ? AND t0 >= ? AND t0 < ?",
+            [pipeline, node, worker, start, to],
+        )
+    }
 
 
 def close(node: str, worker: int) -> Action:

@@ -145,6 +145,7 @@ def _action(pipeline: str, place: Place, f: Feed, to: Time | None) -> inputs.Act
     def effect(handle: InputHandle, s: Session) -> inputs.InputEffect:
         if isinstance(step, Send):
             m = step.message
+            s.cache.arrivals.pop((pipeline, node, worker), None)
             return (
                 handle.send(m.port, at=m.time),
                 [m],
@@ -156,7 +157,8 @@ def _action(pipeline: str, place: Place, f: Feed, to: Time | None) -> inputs.Act
             return [], [m], Origin.correction(node, worker, m.time)
         if to is None:
             return handle.close(), [], Origin.input(node, worker)
-        return inputs.advance(pipeline, node, worker, to, seal=True).effect(handle, s)
+        advance = inputs.advance(pipeline, node, worker, to, seal=True, remember=False)
+        return advance.effect(handle, s)
 
     return inputs.Action(lambda handle: key, effect)
 

@@ -201,3 +201,43 @@ def test_a_correction_where_the_worker_sent_nothing_is_refused(ledger: Ledger) -
     ledger.correct("bank", CARDS, 2, MessageEntry(CARDS, 0, 1, "fix1.2"))  # where it is
     assert [m.attempt for m in ledger.message("bank", CARDS, 0, 0)] == ["m0.0", "m0.2", "fix0.1"]
     assert ledger.verify().ok
+
+
+def test_a_seal_after_this_holds_own_moves_asks_no_query_and_another_holders_send_counts(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within one hold, an advance past the epoch this process moved the worker to seals it or
+    not from what this process did there (no query of the sends); a send by another holder
+    ends the hold, and the next advance asks the ledger again."""
+    from progress.ledger import inputs
+
+    asked: list[tuple[int, int]] = []
+    query = inputs.sent_between
+
+    def counted(*args: object, start: int, to: int) -> set[int]:
+        asked.append((start, to))
+        return query(*args, start=start, to=to)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inputs, "sent_between", counted)
+
+    def attempts(epoch: int) -> list[str]:
+        return sorted(m.attempt for m in ledger.message("bank", CARDS, 0, epoch))
+
+    with ledger.held():
+        ledger.advance("bank", CARDS, 0, 1, seal=True)  # from where the hold found it: asked
+        assert asked == [(0, 1)]
+        ledger.send("bank", CARDS, 0, MessageEntry(CARDS, 0, 1, "sent-at-1"))
+        ledger.advance("bank", CARDS, 0, 2, seal=True)  # sent at 1: not sealed, not asked
+        ledger.advance("bank", CARDS, 0, 3, seal=True)  # nothing at 2: sealed, not asked
+        assert asked == [(0, 1)]
+        assert attempts(1) == ["sent-at-1"]
+        assert attempts(2) == [f"empty:{CARDS}:0:2"]
+        Ledger(ledger.path).send("bank", CARDS, 0, MessageEntry(CARDS, 0, 3, "other-at-3"))
+        ledger.advance("bank", CARDS, 0, 4, seal=True)  # another holder sent: asked
+        assert asked == [(0, 1), (3, 4)]
+        assert attempts(3) == ["other-at-3"]
+        ledger.advance("bank", CARDS, 0, 6, seal=True)  # two epochs at once: asked
+        assert asked[-1] == (4, 6)
+    assert attempts(4) == [f"empty:{CARDS}:0:4"]
+    assert attempts(5) == [f"empty:{CARDS}:0:5"]
+    assert ledger.verify().ok
