@@ -13,7 +13,10 @@ for what this process writes, which its writers apply here as they write it:
   output can be stale, and ``stale`` needs no query;
 - where each input worker's capability stands, as its actions move it;
 - for the input workers this process moved, whether each sent at the time it moved to (an
-  advance past that time then seals it, or not, with no query of the sends).
+  advance past that time then seals it, or not, with no query of the sends);
+- each reader's unmarked messages of a port (``progress.ledger.marks``), as last read: a
+  ``run()`` that finds its sinks' new messages again asks no query until this process commits,
+  replaces or marks a message there.
 
 A new hold starts empty (another process may have written between two holds), and a
 rolled-back transaction empties the cache (it may describe undone writes).
@@ -25,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from progress.graph import Graph
+from progress.ledger.records import MessageRecord
 from progress.timestamp import Time
 
 CountKey = tuple[int, str, int, int, int]
@@ -55,6 +59,11 @@ class HoldCache:
     within this hold, and whether a send of this process committed there since. A worker sent
     at a time whenever this says so; it sent nothing there when this says not (no other process
     writes within the hold)."""
+    unmarked: dict[tuple[str, str, int, str], tuple[MessageRecord, ...]] = field(
+        default_factory=dict
+    )
+    """By ``(pipeline, stage, port, reader)``: the reader's unmarked messages there as last read
+    (dropped by ``changed``)."""
     _counts: dict[str, _Counts] = field(default_factory=dict)
 
     def clear(self) -> None:
@@ -65,6 +74,13 @@ class HoldCache:
         self.replaced.clear()
         self.workers.clear()
         self.arrivals.clear()
+        self.unmarked.clear()
+
+    def changed(self, pipeline: str, stage: str, port: int) -> None:
+        """This process committed, replaced or marked a message at ``(stage, port)``: what was
+        read of its unmarked messages is out of date."""
+        for key in [k for k in self.unmarked if k[:3] == (pipeline, stage, port)]:
+            del self.unmarked[key]
 
     def counts(self, pipeline: str, graph: Graph) -> list[tuple[CountKey, int]] | None:
         """The pipeline's non-zero counts, if read in this hold for ``graph``."""

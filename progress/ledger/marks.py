@@ -19,19 +19,26 @@ from progress.ledger.sessions import Session
 
 def unmarked(s: Session, pipeline: str, stage: str, port: int, reader: str) -> list[MessageRecord]:
     """The current messages of ``(stage, port)`` committed after ``reader``'s mark (all of
-    them when the port has no mark of that reader's), in time order."""
-    rows = s.rows(
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? AND port = ? "
-        "AND current AND batch_id > coalesce((SELECT through FROM marks WHERE pipeline = ? "
-        "AND stage = ? AND port = ? AND reader = ?), 0) ORDER BY t0, t1, batch_id",
-        [pipeline, stage, port, pipeline, stage, port, reader],
-    )
-    return [message_record(r) for r in rows]
+    them when the port has no mark of that reader's), in time order; read once per hold until
+    this process changes the port (``HoldCache.unmarked``)."""
+    key = (pipeline, stage, port, reader)
+    found = s.cache.unmarked.get(key)
+    if found is None:
+        rows = s.rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? "
+            "AND port = ? AND current AND batch_id > coalesce((SELECT through FROM marks "
+            "WHERE pipeline = ? AND stage = ? AND port = ? AND reader = ?), 0) "
+            "ORDER BY t0, t1, batch_id",
+            [pipeline, stage, port, pipeline, stage, port, reader],
+        )
+        found = s.cache.unmarked[key] = tuple(message_record(r) for r in rows)
+    return list(found)
 
 
 def mark(s: Session, pipeline: str, stage: str, port: int, reader: str, *, through: int) -> None:
     """Record that ``reader`` has seen every current message of ``(stage, port)`` committed
     through batch ``through``: its mark never moves back; another reader's is replaced."""
+    s.cache.changed(pipeline, stage, port)
     s.con.execute(
         "INSERT INTO marks VALUES (?, ?, ?, ?, ?) ON CONFLICT (pipeline, stage, port) DO UPDATE "
         "SET through = CASE WHEN marks.reader = excluded.reader "

@@ -103,6 +103,7 @@ def write_batch(
         fold(s, batch_id)
     for m in messages:
         t0, t1 = time_to_columns(m.time)
+        s.cache.changed(pipeline, m.stage, m.port)
         if m.replaces:
             replace(s, pipeline, m)
         con.execute(
@@ -135,6 +136,7 @@ def replace(s: Session, pipeline: str, m: MessageEntry) -> None:
         )
         where += [pipeline, m.stage, m.worker]
     s.cache.replaced[pipeline] = True
+    s.cache.changed(pipeline, m.stage, m.port)
     s.con.execute(
         "UPDATE messages SET current = false WHERE pipeline = ? AND stage = ? "
         f"AND port = ? AND t0 = ? AND t1 = ? AND current{by_worker}",

@@ -3,6 +3,8 @@ since its mark; and a commit's look for its key reads the key's index, not every
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import duckdb
 import pytest
 
@@ -60,3 +62,38 @@ def test_a_commit_looks_its_key_up_through_the_index(ledger: Ledger) -> None:
     with duckdb.connect(str(path), read_only=True) as con:
         plan = con.execute(f"EXPLAIN ANALYZE {COMMITTED_SQL}", ["bank", "run:totals:1"]).fetchall()
     assert "Index Scan" in plan[0][1], plan[0][1]
+
+
+def test_a_reader_looks_once_per_hold_until_this_process_changes_the_port(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within one hold the unmarked messages are read once; a message committed at the port, a
+    mark there, or another holder's commit (a new hold) makes the next look ask again."""
+    from progress.ledger.sessions import Session
+
+    looks: list[str] = []
+    rows = Session.rows
+
+    def counted(self: Session, sql: str, params: Sequence[object] = ()) -> object:
+        if "FROM marks" in sql:
+            looks.append(sql)
+        return rows(self, sql, params)
+
+    monkeypatch.setattr(Session, "rows", counted)
+    with ledger.held():
+        run_epoch(ledger, 0)
+        assert _times(ledger, "sink") == [(0, "a:totals:0")]
+        assert _times(ledger, "sink") == [(0, "a:totals:0")]
+        assert len(looks) == 1
+        run_epoch(ledger, 1)  # commits a message at the port
+        assert _times(ledger, "sink") == [(0, "a:totals:0"), (1, "a:totals:1")]
+        assert len(looks) == 2
+        (first,) = ledger.message("bank", "totals", 0, 0)
+        ledger.mark("bank", "totals", 0, "sink", through=first.batch_id)
+        assert _times(ledger, "sink") == [(1, "a:totals:1")]
+        assert len(looks) == 3
+        run_epoch(Ledger(ledger.path), 2)  # another holder: this hold ends
+        assert _times(ledger, "sink") == [(1, "a:totals:1"), (2, "a:totals:2")]
+        assert len(looks) == 4
+        assert _times(ledger, "sink") == [(1, "a:totals:1"), (2, "a:totals:2")]
+        assert len(looks) == 4
