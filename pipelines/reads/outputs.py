@@ -28,6 +28,7 @@ from progress.ledger import Ledger
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from pipelines.stages.pipeline import Pipeline
 
@@ -60,7 +61,7 @@ class OutputReads:
         wait: float | bool = False,
         quarantine: bool = False,
     ) -> DataFrame:
-        self._admit(stage, epoch, complete, wait)
+        self._admit(stage, epoch, complete=complete, wait=wait)
         if quarantine:
             return self.quarantined(stage, epoch)
         return self.committed(stage, epoch)
@@ -76,22 +77,20 @@ class OutputReads:
     ) -> pa.Table:
         """``read``'s rows as an Arrow table, read by pyarrow where its files allow
         (``pipelines.reads.arrow_rows``), else through Spark."""
-        self._admit(stage, epoch, complete, wait)
+        self._admit(stage, epoch, complete=complete, wait=wait)
         if quarantine:
             paths = self._quarantine_paths(stage, epoch)
         elif derivation(self.pipeline.stages, stage).build is not None:
             return arrow_rows.from_frame(self.committed(stage, epoch))
         else:
             paths = self._message_paths(stage, epoch)
-        known = self.pipeline.stage(stage).schema or (
-            spark_schema(paths) if paths else self.executor.schema_of(stage)
-        )
+        known = self._columns(stage, paths)
         read = None if known is None else arrow_rows.table(paths, known)
         if read is not None:
             return read
         return arrow_rows.from_frame(self._frame(stage, epoch, paths))
 
-    def _admit(self, stage: str, epoch: Time, complete: bool, wait: float | bool) -> None:
+    def _admit(self, stage: str, epoch: Time, *, complete: bool, wait: float | bool) -> None:
         """Refuse an unknown stage or a bad epoch before any path is named; wait for the epoch
         to be final when ``complete``."""
         self.pipeline.stage(stage)
@@ -102,8 +101,7 @@ class OutputReads:
     def subscribe(
         self, stage: str, *, from_epoch: int = 0, poll: float = 1.0, timeout: float | None = None
     ) -> Iterator[Completed]:
-        self.pipeline.stage(stage)
-        stage_epoch(stage, from_epoch)
+        self._admit(stage, from_epoch, complete=False, wait=False)
         read = partial(self.committed, stage)
         return follow(self.finality, stage, read, from_epoch=from_epoch, poll=poll, timeout=timeout)
 
@@ -131,12 +129,18 @@ class OutputReads:
         attempts = [m.attempt for m in messages]
         return [q.path for q in self.ledger.quarantine(self.pipeline.name, stage, attempts)]
 
+    def _columns(self, stage: str, paths: list[str]) -> StructType | None:
+        """The columns a read of ``paths`` of ``stage`` has: declared, else those in the files'
+        footers, else (no file) the stage's latest or planned ones; None when none is known."""
+        if not paths:
+            return self.executor.schema_of(stage)  # its declared columns first
+        return self.pipeline.stage(stage).schema or spark_schema(paths)
+
     def _frame(self, stage: str, epoch: Time, paths: list[str]) -> DataFrame:
+        schema = self._columns(stage, paths)
         if paths:
-            known = self.pipeline.stage(stage).schema or spark_schema(paths)
-            reader = self.spark.read if known is None else self.spark.read.schema(known)
+            reader = self.spark.read if schema is None else self.spark.read.schema(schema)
             return reader.parquet(*paths)
-        schema = self.executor.schema_of(stage)
         if schema is None:
             raise PipelineError(
                 f"stage {stage!r} has no data at epoch {epoch}, and no message with data to "
