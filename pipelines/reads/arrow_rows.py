@@ -2,7 +2,7 @@
 
 ``Runtime.read_arrow`` gives the rows ``Runtime.read`` gives, as a ``pyarrow.Table`` typed as
 PySpark's ``DataFrame.toArrow()`` types them (timestamps in UTC): a report, a notebook or a
-test reads a final epoch without a JVM or a Spark Connect server, in milliseconds. Spark reads
+test reads a final epoch without a JVM or a Spark Connect server. Spark reads
 the files with the stage's columns, by name; so does this (``table``). Where pyarrow cannot
 give what Spark would (a file without one of the columns, a type Spark converts on read, no
 columns known), ``table`` says so by returning None and the caller reads through Spark.
