@@ -13,7 +13,9 @@ help: ## List the targets
 
 # The venv's packages are installed by uv (the same versions pip resolves, in about half the
 # time of a fresh install); pip installs them where uv cannot run. A wheel built from a source
-# archive (PySpark's) is stored, not deflated: .ci/wheel-build.cfg.
+# archive (PySpark's) is stored, not deflated: .ci/wheel-build.cfg. An index that sends no
+# caching headers for an archive makes every install download and build it again, and uv keeps
+# each build (about 1 GB for PySpark's): the install prunes what no install can use again.
 $(BIN)/python:
 	.ci/system-packages venv
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +25,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	export DIST_EXTRA_CONFIG=$(abspath .ci/wheel-build.cfg) \
 		&& $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]' \
 		|| $(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/uv cache prune --quiet 2>/dev/null || true
 	touch $@
 
 .PHONY: install
