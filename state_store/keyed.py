@@ -64,6 +64,11 @@ def ident(*parts: str) -> str:
     return f'"{name}"'
 
 
+PENDING = (
+    "SELECT epoch, attempt FROM attempts "
+    "WHERE pipeline = ? AND stage = ? AND NOT committed ORDER BY epoch"
+)
+"""A stage's staged attempts not committed yet, oldest first."""
 LAST_EPOCH = (
     "SELECT max(epoch) FROM attempts WHERE pipeline = ? AND stage = ? AND committed "
     "AND NOT attempt LIKE 'fill-%'"
@@ -286,7 +291,7 @@ class KeyedState:
         has no state yet (nothing written)."""
         latest = ident(pipeline, stage, "latest")
         with self.connect() as con:
-            if not self.exists(con, latest):
+            if not self.has(con, latest):
                 return False
             using = ", ".join(f'"{k}"' for k in key)
             con.sql(
@@ -300,7 +305,7 @@ class KeyedState:
         """Record an attempt's new state rows for ``epoch``, not yet part of the state."""
         history = ident(pipeline, stage, "history")
         with self.connect() as con:
-            if not self.exists(con, history):
+            if not self.has(con, history):
                 con.execute(
                     f"CREATE TABLE {history} AS SELECT *, 0::BIGINT AS _epoch, "
                     f"''::VARCHAR AS _attempt FROM {parquet('?')} LIMIT 0",
@@ -330,16 +335,20 @@ class KeyedState:
                 raise StateStoreError(f"{pipeline}.{stage}: attempt {attempt!r} was never staged")
             if rows[0][0]:
                 return
-            if not self.exists(con, latest):
+            if not self.has(con, latest):
                 con.execute(
                     f"CREATE TABLE {latest} AS SELECT * EXCLUDE (_attempt) FROM {history} LIMIT 0"
                 )
-            new = f"(SELECT * EXCLUDE (_attempt) FROM {history} WHERE _attempt = $attempt)"
-            con.execute(
-                f"DELETE FROM {latest} WHERE ({using}) IN (SELECT ({using}) FROM {new})",
-                {"attempt": attempt},
+            # By epoch too: history is appended epoch by epoch, so its zone maps skip the
+            # row groups of other epochs (a scan by attempt alone grows with the history).
+            new = (
+                f"(SELECT * EXCLUDE (_attempt) FROM {history} "
+                "WHERE _epoch = $epoch AND _attempt = $attempt)"
             )
-            con.execute(f"INSERT INTO {latest} SELECT * FROM {new}", {"attempt": attempt})
+            at = {"attempt": attempt, "epoch": rows[0][1]}
+            old = f"SELECT ({using}) FROM {new}"
+            con.execute(f"DELETE FROM {latest} WHERE ({using}) IN ({old})", at)
+            con.execute(f"INSERT INTO {latest} SELECT * FROM {new}", at)
             con.execute(
                 "UPDATE attempts SET replaced = true WHERE pipeline = ? AND stage = ? "
                 "AND epoch = ? AND committed AND attempt <> ?",
@@ -419,16 +428,32 @@ class KeyedState:
     ) -> None:
         """After a crash: commit staged attempts the ledger committed; drop the others."""
         with self.connect() as con:
-            pending = con.execute(
-                "SELECT epoch, attempt FROM attempts "
-                "WHERE pipeline = ? AND stage = ? AND NOT committed ORDER BY epoch",
-                [pipeline, stage],
-            ).fetchall()
+            pending = con.execute(PENDING, [pipeline, stage]).fetchall()
         for epoch, attempt in pending:
             if committed(epoch, attempt):
                 self.commit(pipeline, stage, key, attempt)
             else:
                 self.abandon(pipeline, stage, attempt)
+
+    def before_run(
+        self,
+        pipeline: str,
+        stage: str,
+        key: Sequence[str],
+        committed: Callable[[int, str], bool],
+        *,
+        restore: bool,
+    ) -> None:
+        """Before a run of ``stage``, its writer lock held: ``reconcile``, then, with
+        ``restore``, ``restore``; one read of the store when neither has anything to do (every
+        run but the first after a crash or a revision stopped before it caught up)."""
+        with self.connect(reading=True) as con:
+            pending = con.execute(PENDING, [pipeline, stage]).fetchall()
+            rewound = restore and self.rewound(con, pipeline, stage)
+        if pending:
+            self.reconcile(pipeline, stage, key, committed)
+        if rewound:
+            self.restore(pipeline, stage, key)
 
     def settle_committed(
         self, pipeline: str, stage: str, key: Sequence[str], committed: Callable[[int, str], bool]
@@ -438,11 +463,7 @@ class KeyedState:
         them; ``reconcile`` drops them under the writer lock). Returns how many it committed;
         with none staged, it costs one read of the attempts table."""
         with self.connect(reading=True) as con:
-            pending = con.execute(
-                "SELECT epoch, attempt FROM attempts "
-                "WHERE pipeline = ? AND stage = ? AND NOT committed ORDER BY epoch",
-                [pipeline, stage],
-            ).fetchall()
+            pending = con.execute(PENDING, [pipeline, stage]).fetchall()
         found = [attempt for epoch, attempt in pending if committed(epoch, attempt)]
         for attempt in found:
             self.commit(pipeline, stage, key, attempt)

@@ -75,9 +75,10 @@ def carry(
     """Run one epoch of a keyed stage (see the module docs)."""
     p, name, epoch = work.pipeline, work.stage, work.epoch
     assert isinstance(epoch, int)
-    settle(work.state, work.ledger, p, name, key)
-    if not work.revision:  # a revision stopped before it caught up left the state behind
-        work.state.restore(p, name, key)
+    # What a crash left staged is settled; unless this run is a revision, a state that a
+    # revision stopped before it caught up left behind is restored.
+    settled = committed_in(work.ledger, p, name)
+    work.state.before_run(p, name, key, settled, restore=not work.revision)
     batch = work.frames[0]
     check_key_columns(name, epoch, batch, key, schema, files=work.inputs[0][1])
     keys: list[str] = [f"{path}/*.parquet" for path in work.inputs[0][1]]

@@ -90,6 +90,16 @@ class Worked:
     """The results of the stage's expectations, recorded with the commit."""
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """A run whose commit is written (durable once its transaction commits)."""
+
+    worked: Worked
+    batch_id: int
+    repeated: bool
+    """Another process committed the run first: this one's output is not seen."""
+
+
 class Executor:
     """Runs single ``(stage, epoch)`` runs of one pipeline against its ledger and data.
 
@@ -130,12 +140,17 @@ class Executor:
         self, stage_name: str, epoch: Time, *, tracker: Tracker | None = None
     ) -> Admitted | RunResult:
         """In a session: check that the run is due and ready, and prepare it. ``tracker`` holds
-        the session's counts when the caller has looked at them already."""
+        the session's counts when the caller has found the run pending in them already: then
+        no commit of it is looked for (a committed run consumed its messages, so it is not
+        pending; and ``finish`` commits a run key once, ever, whatever admitted it)."""
         p = self.pipeline.name
         stage = self.runnable(stage_name)
-        if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
-            return RunResult(stage_name, epoch, RunStatus.DONE_ALREADY)
-        tracker = tracker or self.ledger.tracker(p)
+        if tracker is None:
+            if self.ledger.committed(p, run_key(stage_name, epoch)) is not None:
+                return RunResult(stage_name, epoch, RunStatus.DONE_ALREADY)
+            tracker = self.ledger.tracker(p)
+        else:
+            self.ledger.uncommitted(p, run_key(stage_name, epoch))
         batch = self.batch_if_ready(tracker, stage_name, epoch)
         return self.prepare(stage, epoch, batch=batch, revision=False)
 
@@ -314,7 +329,14 @@ class Executor:
 
     def finish(self, worked: Worked) -> RunResult:
         """In a session: commit the run's output and progress, and finish its run record, in
-        one transaction (an iterative stage's last round ends in it too)."""
+        one transaction (an iterative stage's last round ends in it too); then what follows a
+        commit (``conclude``)."""
+        return self.conclude(self.record(worked))
+
+    def record(self, worked: Worked) -> Recorded:
+        """In a session, in the caller's transaction if it has one (else in one of its own):
+        commit the run's output and progress and finish its run record. Nothing that must
+        follow the commit happens here: the caller calls ``conclude`` once it is durable."""
         p = self.pipeline.name
         run, produced = worked.run, worked.produced
         stage, epoch, attempt = run.stage, run.epoch, run.work.attempt
@@ -342,7 +364,14 @@ class Executor:
             # collected as garbage later (``Runtime.collect_garbage``).
             raise_during(err, p, stage.name, epoch)
             raise
-        if result.repeated:  # another process committed this run first: ours is not seen
+        return Recorded(worked, result.batch_id, result.repeated)
+
+    def conclude(self, recorded: Recorded) -> RunResult:
+        """After a run's commit is durable: publish what it committed (its state, its sink),
+        or remove what it wrote when another process committed the run first."""
+        run, produced = recorded.worked.run, recorded.worked.produced
+        stage, epoch = run.stage, run.epoch
+        if recorded.repeated:  # another process committed this run first: ours is not seen
             if produced.written is not None:
                 shutil.rmtree(produced.written, ignore_errors=True)
             if produced.abandoned is not None:
@@ -350,12 +379,12 @@ class Executor:
             return RunResult(stage.name, epoch, RunStatus.DONE_ALREADY)
         faults.reach(FaultPoint.BEFORE_PUBLISH)
         if produced.committed is not None:
-            produced.committed(result.batch_id)
+            produced.committed(recorded.batch_id)
         return RunResult(
             stage.name,
             epoch,
             RunStatus.REVISED if run.revision else RunStatus.SUCCEEDED,
-            attempt,
+            run.work.attempt,
             sum(f.rows for f in produced.files),
             time.perf_counter() - run.started,
             produced.rounds,

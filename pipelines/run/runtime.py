@@ -9,10 +9,10 @@ stale outputs; a failing stage does not keep the others from running. ``backfill
 run and names the blockers of those it left. Each single run goes through the ``Executor``
 (admit, work, finish): it refuses an epoch that is not ready, reads exactly the messages
 committed at the stage's inputs, and commits its output with its progress batch in one ledger
-transaction. A run that fails or is killed commits nothing; running a done ``(stage, epoch)``
-again does nothing. A ledger that cannot be used (``LedgerStorageError``: its disk full, its
-file unwritable or gone, its lock file lost) stops the call with that error, naming the stage
-and epoch of the run it stopped when there is one.
+transaction. A run that fails or is killed commits nothing; a done one is never run again. A
+ledger that cannot be used (``LedgerStorageError``: its disk full, its file unwritable or gone,
+its lock file lost) stops the call with that error, naming the stage and epoch of the run it
+stopped when there is one.
 """
 
 from __future__ import annotations
@@ -206,11 +206,11 @@ class Runtime:
         every run that does not depend on its output goes on (readiness holds back those that
         do). Then, if any failed, ``RunFailedError`` lists each failure with the runs made.
 
-        One ledger session per stage run: it commits the previous run, picks the next and
-        resolves its input, with one look at the counts. Between them the ledger stays open for
-        this process unless another process wants it (``Ledger.held``): Spark works with the
-        ledger free for whoever asks. A stateful stage's writer lock is held from before its
-        work until its commit or its failure."""
+        One ledger transaction per stage run commits the previous run, picks the next, resolves
+        its input and records its start, with one look at the counts. Between them the ledger
+        stays open for this process unless another process wants it (``Ledger.held``): Spark
+        works with the ledger free for whoever asks. A stateful stage's writer lock is held
+        from before its work until its commit or its failure."""
         with self.ledger.held(), self._settled():
             return self._run(on_result)
 
@@ -258,43 +258,46 @@ class Runtime:
     def _next(
         self, worked: Worked | None, failed: dict[str, StageFailedError]
     ) -> tuple[RunResult | None, Admitted | RunResult | None, list[tuple[str, Time]]]:
-        """In one ledger session: commit ``worked`` (the previous run), then admit the next
-        ready run of a stage not in ``failed`` (one whose input cannot be read fails here and
-        joins ``failed``), or else list the stale outputs of those stages to re-run."""
-        with ExitStack() as held:
-            try:
-                held.enter_context(self.ledger.session())
-            except LedgerStorageError as err:  # it cannot take the previous run's commit
-                if worked is not None:
-                    raise_during(err, self.pipeline.name, worked.run.stage.name, worked.run.epoch)
-                raise
-            finished = self.executor.finish(worked) if worked is not None else None
-            tracker = self.ledger.tracker(self.pipeline.name)
-            stale = [(s, t) for s, t in self.stale() if s not in failed]
-            while ready := [
-                (s, t)
-                for s, t in self.ready(tracker)
-                if s not in failed and not self._behind(s, t, stale)
-            ]:
-                try:
-                    return finished, self.executor.admit(*ready[0], tracker=tracker), []
-                except StageFailedError as err:
-                    failed[ready[0][0]] = err
-            return finished, None, stale
+        """In one ledger transaction: commit ``worked`` (the previous run), then admit the next
+        ready run of a stage not in ``failed`` (one whose input cannot be read joins ``failed``)
+        or else list the stale outputs; ``Executor.conclude`` once the commit is durable."""
+        admitted: Admitted | RunResult | None = None
+        try:
+            with self.ledger.session():
+                with nullcontext() if worked is None else self.ledger.atomic():
+                    recorded = None if worked is None else self.executor.record(worked)
+                    admitted, stale = self._admit_next(failed)
+                finished = None if recorded is None else self.executor.conclude(recorded)
+                return finished, admitted, stale
+        except LedgerStorageError as err:  # neither the commit nor the next run's start is made
+            run = admitted if worked is None else worked.run
+            if isinstance(run, Admitted):
+                raise_during(err, self.pipeline.name, run.stage.name, run.epoch)
+            raise
 
-    def _behind(self, stage: str, epoch: Time, stale: list[tuple[str, Time]]) -> bool:
-        """Whether re-running a stale output above ``stage`` would change what its run at
-        ``epoch`` reads: it waits for that re-run rather than read what is about to change."""
-        finality = self._outputs.finality
-        return any(
-            name != stage and finality.changes((name, at), stage, epoch) for name, at in stale
-        )
+    def _admit_next(
+        self, failed: dict[str, StageFailedError]
+    ) -> tuple[Admitted | RunResult | None, list[tuple[str, Time]]]:
+        """In a transaction: the next ready run admitted (not one a stale output above it
+        would change the input of), or else the stale outputs."""
+        tracker = self.ledger.tracker(self.pipeline.name)
+        stale = [(s, t) for s, t in self.stale() if s not in failed]
+        changes = self._outputs.finality.changes
+        while ready := [
+            (s, t)
+            for s, t in self.ready(tracker)
+            if s not in failed and not any(n != s and changes((n, a), s, t) for n, a in stale)
+        ]:
+            try:
+                return self.executor.admit(*ready[0], tracker=tracker), []
+            except StageFailedError as err:
+                failed[ready[0][0]] = err
+        return None, stale
 
     @contextmanager
     def _settled(self) -> Iterator[None]:
         """Run, run_stage, backfill and revise return with the captures their commits changed
-        synced (once, by the outermost of them): a capture follows other commits within
-        ``capture_follower.SYNC_DELAY``."""
+        synced (once, by the outermost): others follow within ``capture_follower.SYNC_DELAY``."""
         self._runs += 1
         try:
             yield
@@ -324,11 +327,9 @@ class Runtime:
         revised: set[tuple[str, Time]],
         report: Callable[[RunResult], None],
     ) -> None:
-        """Re-run the first stale output in revision order (``pipelines.run.revisions``: the
-        earliest, but a stateful stage after the stale outputs above it) and, for a stateful
-        stage, the epochs after it, reporting each run as it commits (those before a failure
-        too). ``revised`` remembers what this loop revised: stale again means a cycle of
-        revisions."""
+        """Re-run the first stale output in revision order (``pipelines.run.revisions``) and,
+        for a stateful stage, the epochs after it, reporting each run as it commits (those
+        before a failure too). Stale again after this loop ``revised`` it: a cycle."""
         stage, epoch = next_revision(self.pipeline.stages, stale, self._above)
         if (stage, epoch) in revised:
             raise PipelineError(
@@ -411,8 +412,7 @@ class Runtime:
         stage = self.executor.runnable(stage_name)
         epochs = [stage_epoch(stage_name, e) for e in epochs]
         done = self.ledger.done_epochs(p, stage_name)
-        missing = [e for e in epochs if e not in done]
-        if missing:
+        if missing := [e for e in epochs if e not in done]:
             raise PipelineError(
                 f"stage {stage_name!r} has not run epoch(s) {missing}: nothing to revise "
                 "(run them instead)"

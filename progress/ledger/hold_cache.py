@@ -14,6 +14,8 @@ for what this process writes, which its writers apply here as they write it:
 - where each input worker's capability stands, as its actions move it;
 - for the input workers this process moved, whether each sent at the time it moved to (an
   advance past that time then seals it, or not, with no query of the sends);
+- the keys found not committed (asked, or a run found pending in the counts), until this
+  process commits under one: a run's commit then asks no query of its key;
 - each reader's unmarked messages of a port (``progress.ledger.marks``), as last read: a
   ``run()`` that finds its sinks' new messages again asks no query until this process commits,
   replaces or marks a message there.
@@ -59,6 +61,9 @@ class HoldCache:
     within this hold, and whether a send of this process committed there since. A worker sent
     at a time whenever this says so; it sent nothing there when this says not (no other process
     writes within the hold)."""
+    uncommitted: set[tuple[str, str]] = field(default_factory=set)
+    """By ``(pipeline, key)``: the keys nothing is committed under (until this process
+    commits under one)."""
     unmarked: dict[tuple[str, str, int, str], tuple[MessageRecord, ...]] = field(
         default_factory=dict
     )
@@ -74,6 +79,7 @@ class HoldCache:
         self.replaced.clear()
         self.workers.clear()
         self.arrivals.clear()
+        self.uncommitted.clear()
         self.unmarked.clear()
 
     def changed(self, pipeline: str, stage: str, port: int) -> None:

@@ -38,6 +38,8 @@ class Action:
     """Its idempotency key; the rules that hold even for a repeat are checked here."""
     effect: Callable[[InputHandle, Session], InputEffect]
     """What it does (with the open session at hand), when it is not a repeat."""
+    fresh: Callable[[InputHandle], bool] = lambda handle: False
+    """Whether it cannot be a repeat, seen from the resumed handle (no commit is looked for)."""
 
 
 def worker_time(s: Session, pipeline: str, node: str, worker: int) -> Time | None:
@@ -128,7 +130,12 @@ def advance(
         batch += handle.advance_to(to)
         return batch, entries, origin
 
-    return Action(lambda handle: advance_key(node, worker, handle.check_advance(time)), effect)
+    # Capabilities never move back: an advance past where the worker is was never committed.
+    return Action(
+        lambda handle: advance_key(node, worker, handle.check_advance(time)),
+        effect,
+        fresh=lambda handle: handle.check_advance(time) != handle.time,
+    )
 
 
 def sent_between(
@@ -182,7 +189,7 @@ def act(s: Session, pipeline: str, node: str, worker: int, action: Action) -> Co
     at = worker_time(s, pipeline, node, worker)
     handle = InputHandle.resume(graph, node, worker, at, pipeline=pipeline)
     key = action.key(handle)
-    first = committed(s, pipeline, key)
+    first = None if action.fresh(handle) else committed(s, pipeline, key)
     if first is not None:
         return first
     batch, messages, origin = action.effect(handle, s)

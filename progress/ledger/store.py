@@ -198,6 +198,13 @@ class Ledger:
         with self._sessions.session() as s:
             return writer.committed(s, pipeline, key)
 
+    def uncommitted(self, pipeline: str, key: str) -> None:
+        """In a session: remember for this hold of the file that nothing is committed under
+        ``key``, as the caller read in this hold (a run pending in the counts: its commit
+        would have consumed its input), so that the commit under it asks no query first."""
+        with self._sessions.session() as s:
+            s.cache.uncommitted.add((pipeline, key))
+
     # -- input workers -----------------------------------------------------------------------
 
     def worker_time(self, pipeline: str, node: str, worker: int) -> Time | None:

@@ -54,9 +54,14 @@ COMMITTED_SQL = "SELECT batch_id FROM batches WHERE pipeline = ? AND key = ?"
 
 
 def committed(s: Session, pipeline: str, key: str) -> CommitResult | None:
-    """The commit made under ``key``, if any."""
+    """The commit made under ``key``, if any (no query when this hold knows there is none)."""
+    if (pipeline, key) in s.cache.uncommitted:
+        return None
     row = s.row(COMMITTED_SQL, [pipeline, key])
-    return None if row is None else CommitResult(row[0], key, repeated=True)
+    if row is None:
+        s.cache.uncommitted.add((pipeline, key))
+        return None
+    return CommitResult(row[0], key, repeated=True)
 
 
 def write_batch(
@@ -82,6 +87,7 @@ def write_batch(
         validate_time(m.time, graph.minimum)
     rows = compacted.items()
     s.wrote(pipeline)
+    s.cache.uncommitted.discard((pipeline, key))
     o0, o1 = time_to_columns(origin.time) if origin.time is not None else (None, None)
     run = None if origin.run is None else origin.run.value
     batch_id: int = con.execute(

@@ -1,5 +1,6 @@
 """What a hold of the ledger file remembers (``progress.ledger.hold_cache``) equals what the
-ledger says when asked afresh: counts, stale outputs and input workers' capabilities, after
+ledger says when asked afresh: counts, stale outputs, input workers' capabilities and the keys
+committed, after
 any sequence of sends, advances, stage runs, corrections and revisions, through the holder or
 another ``Ledger`` on the file (which takes the file from it: a new hold), with rolled-back
 transactions among them."""
@@ -15,7 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from progress.ledger import Ledger, MessageEntry, MessageRef, Origin, RunKind, inputs, queries
+from progress.ledger import (
+    Ledger,
+    MessageEntry,
+    MessageRef,
+    Origin,
+    RunKind,
+    inputs,
+    queries,
+    writer,
+)
 from progress.ledger.hold_cache import HoldCache
 from progress.ledger.sessions import Session
 from tests.progress.ledger.scenario import bank_graph
@@ -39,11 +49,16 @@ def holder_session(ledger: Ledger) -> Iterator[Session]:
         yield s
 
 
-def answers(s: Session) -> tuple[list[Any], list[Any], list[Any]]:
-    """The pipeline's counts, stale outputs and input workers' capabilities, as ``s`` says."""
+RUN_KEYS = [f"run:{stage}:{epoch}" for stage in STAGES for epoch in range(8)]
+
+
+def answers(s: Session) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """The pipeline's counts, stale outputs, input workers' capabilities and which run keys are
+    committed, as ``s`` says."""
     pointstamps = sorted(queries.tracker(s, P).pointstamps(), key=repr)
     workers = [inputs.worker_time(s, P, "card_payments", w) for w in range(WORKERS)]
-    return pointstamps, queries.stale(s, P), workers
+    keys = [writer.committed(s, P, key) is not None for key in RUN_KEYS]
+    return pointstamps, queries.stale(s, P), workers, keys
 
 
 def run_stage(ledger: Ledger, stage: str, revise: bool) -> None:
@@ -182,3 +197,46 @@ def test_within_one_hold_the_counts_are_read_once_and_commits_keep_them(tmp_path
             assert s.cache.replaced.get(P) is True
     finally:
         ledger.release()
+
+
+def test_a_commit_under_a_key_this_hold_found_free_asks_no_query_and_another_holder_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run admitted in a hold (``Ledger.uncommitted``: it was pending in the counts) commits
+    with no query of its key while the hold lasts, and once; a commit under it by another
+    holder ends the hold, and the holder's commit then finds it (``repeated``)."""
+    asked: list[str] = []
+    query = writer.committed
+
+    def counted(s: Session, pipeline: str, key: str) -> Any:
+        if (pipeline, key) not in s.cache.uncommitted:
+            asked.append(key)
+        return query(s, pipeline, key)
+
+    monkeypatch.setattr(writer, "committed", counted)
+    holder = Ledger(tmp_path / "ledger.duckdb", lock_timeout=30, linger=60)
+    holder.register(P, bank_graph())
+    for worker in range(WORKERS):
+        act(holder, ("send", worker))
+        act(holder, ("advance", worker))
+
+    def commit(ledger: Ledger, key: str) -> bool:
+        batch = ledger.tracker(P).stage_batch("validate", 0)
+        origin = Origin.stage("validate", 0)
+        return ledger.commit(P, batch, key=key, origin=origin).repeated
+
+    try:
+        with holder.session():
+            holder.uncommitted(P, "run:validate:0")
+        assert not commit(holder, "run:validate:0")
+        assert asked == []  # the same hold: no query
+        assert commit(holder, "run:validate:0")  # committed now: asked, and found
+        assert asked == ["run:validate:0"]
+        with holder.session():
+            holder.uncommitted(P, "run:other:0")
+        Ledger(tmp_path / "ledger.duckdb", lock_timeout=30).commit(P, [], key="run:other:0")
+        assert commit(holder, "run:other:0")  # a new hold: asked again, and found
+        assert asked == ["run:validate:0", "run:other:0", "run:other:0"]  # the other's, ours
+        assert holder.verify().ok
+    finally:
+        holder.release()
