@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from dataclasses import dataclass
@@ -365,6 +366,20 @@ class Executor:
             raise_during(err, p, stage.name, epoch)
             raise
         return Recorded(worked, result.batch_id, result.repeated)
+
+    def conclude_before(
+        self, recorded: Recorded | None, admitted: Admitted | RunResult | None
+    ) -> tuple[RunResult | None, Admitted | RunResult | None]:
+        """``conclude`` the run committed in the transaction that admitted ``admitted``, whose
+        clock is moved past it (each run's seconds are its own)."""
+        if recorded is None:
+            return None, admitted
+        began = time.perf_counter()
+        finished = self.conclude(recorded)
+        if isinstance(admitted, Admitted):
+            spent = time.perf_counter() - began
+            admitted = dataclasses.replace(admitted, started=admitted.started + spent)
+        return finished, admitted
 
     def conclude(self, recorded: Recorded) -> RunResult:
         """After a run's commit is durable: publish what it committed (its state, its sink),

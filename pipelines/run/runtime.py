@@ -260,15 +260,14 @@ class Runtime:
     ) -> tuple[RunResult | None, Admitted | RunResult | None, list[tuple[str, Time]]]:
         """In one ledger transaction: commit ``worked`` (the previous run), then admit the next
         ready run of a stage not in ``failed`` (one whose input cannot be read joins ``failed``)
-        or else list the stale outputs; ``Executor.conclude`` once the commit is durable."""
+        or else list the stale outputs; ``Executor.conclude_before`` once it is durable."""
         admitted: Admitted | RunResult | None = None
         try:
             with self.ledger.session():
                 with nullcontext() if worked is None else self.ledger.atomic():
                     recorded = None if worked is None else self.executor.record(worked)
                     admitted, stale = self._admit_next(failed)
-                finished = None if recorded is None else self.executor.conclude(recorded)
-                return finished, admitted, stale
+                return (*self.executor.conclude_before(recorded, admitted), stale)
         except LedgerStorageError as err:  # neither the commit nor the next run's start is made
             run = admitted if worked is None else worked.run
             if isinstance(run, Admitted):

@@ -16,6 +16,8 @@ for what this process writes, which its writers apply here as they write it:
   advance past that time then seals it, or not, with no query of the sends);
 - the keys found not committed (asked, or a run found pending in the counts), until this
   process commits under one: a run's commit then asks no query of its key;
+- the current messages at a ``(stage, port, time)``, as last read, until this process
+  commits, replaces or marks a message at that port;
 - each reader's unmarked messages of a port (``progress.ledger.marks``), as last read: a
   ``run()`` that finds its sinks' new messages again asks no query until this process commits,
   replaces or marks a message there.
@@ -69,6 +71,11 @@ class HoldCache:
     )
     """By ``(pipeline, stage, port, reader)``: the reader's unmarked messages there as last read
     (dropped by ``changed``)."""
+    messages: dict[tuple[str, str, int, int, int], tuple[MessageRecord, ...]] = field(
+        default_factory=dict
+    )
+    """By ``(pipeline, stage, port, t0, t1)``: the current messages there as last read
+    (dropped by ``changed``)."""
     _counts: dict[str, _Counts] = field(default_factory=dict)
 
     def clear(self) -> None:
@@ -81,12 +88,15 @@ class HoldCache:
         self.arrivals.clear()
         self.uncommitted.clear()
         self.unmarked.clear()
+        self.messages.clear()
 
     def changed(self, pipeline: str, stage: str, port: int) -> None:
         """This process committed, replaced or marked a message at ``(stage, port)``: what was
-        read of its unmarked messages is out of date."""
+        read of its messages and of its unmarked messages is out of date."""
         for key in [k for k in self.unmarked if k[:3] == (pipeline, stage, port)]:
             del self.unmarked[key]
+        for at in [k for k in self.messages if k[:3] == (pipeline, stage, port)]:
+            del self.messages[at]
 
     def counts(self, pipeline: str, graph: Graph) -> list[tuple[CountKey, int]] | None:
         """The pipeline's non-zero counts, if read in this hold for ``graph``."""

@@ -167,14 +167,20 @@ def source_output_holds(
 
 
 def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> list[MessageRecord]:
-    """The current messages committed at ``(stage, port, time)``."""
+    """The current messages committed at ``(stage, port, time)``: read once per hold of the
+    file until this process writes at the port (``hold_cache``)."""
     t0, t1 = time_to_columns(time)
-    rows = s.rows(  # a few rows: sorted here, which costs DuckDB a third of the query
-        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? AND port = ? "
-        "AND t0 = ? AND t1 = ? AND current",
-        [pipeline, stage, port, t0, t1],
-    )
-    return sorted((message_record(r) for r in rows), key=lambda m: m.batch_id)
+    at = (pipeline, stage, port, t0, t1)
+    found = s.cache.messages.get(at)
+    if found is None:
+        rows = s.rows(  # a few rows: sorted here, which costs DuckDB a third of the query
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? "
+            "AND port = ? AND t0 = ? AND t1 = ? AND current",
+            [pipeline, stage, port, t0, t1],
+        )
+        found = tuple(sorted((message_record(r) for r in rows), key=lambda m: m.batch_id))
+        s.cache.messages[at] = found
+    return list(found)
 
 
 def messages(s: Session, pipeline: str, stage: str, port: int) -> list[MessageRecord]:

@@ -1,6 +1,6 @@
 """What a hold of the ledger file remembers (``progress.ledger.hold_cache``) equals what the
-ledger says when asked afresh: counts, stale outputs, input workers' capabilities and the keys
-committed, after
+ledger says when asked afresh: counts, stale outputs, input workers' capabilities, the keys
+committed and the current messages, after
 any sequence of sends, advances, stage runs, corrections and revisions, through the holder or
 another ``Ledger`` on the file (which takes the file from it: a new hold), with rolled-back
 transactions among them."""
@@ -52,13 +52,18 @@ def holder_session(ledger: Ledger) -> Iterator[Session]:
 RUN_KEYS = [f"run:{stage}:{epoch}" for stage in STAGES for epoch in range(8)]
 
 
-def answers(s: Session) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
-    """The pipeline's counts, stale outputs, input workers' capabilities and which run keys are
-    committed, as ``s`` says."""
+def answers(s: Session) -> tuple[list[Any], ...]:
+    """The pipeline's counts, stale outputs, input workers' capabilities, which run keys are
+    committed and the current messages of each stage and epoch, as ``s`` says."""
     pointstamps = sorted(queries.tracker(s, P).pointstamps(), key=repr)
     workers = [inputs.worker_time(s, P, "card_payments", w) for w in range(WORKERS)]
     keys = [writer.committed(s, P, key) is not None for key in RUN_KEYS]
-    return pointstamps, queries.stale(s, P), workers, keys
+    messages = [
+        queries.message(s, P, stage, 0, epoch)
+        for stage in ("card_payments", *STAGES)
+        for epoch in range(8)
+    ]
+    return pointstamps, queries.stale(s, P), workers, keys, messages
 
 
 def run_stage(ledger: Ledger, stage: str, revise: bool) -> None:
