@@ -268,7 +268,7 @@ class Runtime:
                     recorded = None if worked is None else self.executor.record(worked)
                     admitted, stale = self._admit_next(failed)
                 return (*self.executor.conclude_before(recorded, admitted), stale)
-        except LedgerStorageError as err:  # neither the commit nor the next run's start is made
+        except LedgerStorageError as err:  # named after the run it stopped
             run = admitted if worked is None else worked.run
             if isinstance(run, Admitted):
                 raise_during(err, self.pipeline.name, run.stage.name, run.epoch)
