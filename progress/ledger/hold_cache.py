@@ -71,11 +71,11 @@ class HoldCache:
     )
     """By ``(pipeline, stage, port, reader)``: the reader's unmarked messages there as last read
     (dropped by ``changed``)."""
-    messages: dict[tuple[str, str, int, int, int], tuple[MessageRecord, ...]] = field(
+    messages: dict[tuple[str, str, int], dict[tuple[int, int], tuple[MessageRecord, ...]]] = field(
         default_factory=dict
     )
-    """By ``(pipeline, stage, port, t0, t1)``: the current messages there as last read
-    (dropped by ``changed``)."""
+    """By ``(pipeline, stage, port)``, then time ``(t0, t1)``: the current messages there as
+    last read (a port's dropped at once by ``changed``)."""
     _counts: dict[str, _Counts] = field(default_factory=dict)
 
     def clear(self) -> None:
@@ -95,8 +95,7 @@ class HoldCache:
         read of its messages and of its unmarked messages is out of date."""
         for key in [k for k in self.unmarked if k[:3] == (pipeline, stage, port)]:
             del self.unmarked[key]
-        for at in [k for k in self.messages if k[:3] == (pipeline, stage, port)]:
-            del self.messages[at]
+        self.messages.pop((pipeline, stage, port), None)
 
     def counts(self, pipeline: str, graph: Graph) -> list[tuple[CountKey, int]] | None:
         """The pipeline's non-zero counts, if read in this hold for ``graph``."""

@@ -170,8 +170,8 @@ def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> lis
     """The current messages committed at ``(stage, port, time)``: read once per hold of the
     file until this process writes at the port (``hold_cache``)."""
     t0, t1 = time_to_columns(time)
-    at = (pipeline, stage, port, t0, t1)
-    found = s.cache.messages.get(at)
+    at = s.cache.messages.setdefault((pipeline, stage, port), {})
+    found = at.get((t0, t1))
     if found is None:
         rows = s.rows(  # a few rows: sorted here, which costs DuckDB a third of the query
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? "
@@ -179,7 +179,7 @@ def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> lis
             [pipeline, stage, port, t0, t1],
         )
         found = tuple(sorted((message_record(r) for r in rows), key=lambda m: m.batch_id))
-        s.cache.messages[at] = found
+        at[t0, t1] = found
     return list(found)
 
 
