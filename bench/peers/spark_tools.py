@@ -79,9 +79,8 @@ def run_epochgate(feed: Feed, spark: SparkSession, home: Path, rec: Recorder) ->
     rec.start()
     for step in feed.steps:
         started = time.perf_counter()
-        handle = rt.input(step.source, step.worker)
-        handle.send(step.path)
-        handle.advance_to(step.epoch + 1)
+        # The worker's one file of the epoch, and the epoch complete for it: one commit.
+        rt.input(step.source, step.worker).send(step.path, advance_to=step.epoch + 1)
         sent = time.perf_counter()
         rec.spent("send and advance", sent - started)
         rec.delivered()

@@ -21,12 +21,14 @@ def cmd_deliver(args: argparse.Namespace) -> int:
         handle = runtime(args, pipeline, ledger).input(args.source, args.worker)
         if args.epoch is None:
             epoch = handle.epoch
-            result = handle.send(args.file)
+            result = handle.send(args.file, advance_to=args.advance_to)
         else:
             result = handle.correct(args.epoch, args.file)
     who = f"{args.source} worker {args.worker}"
     if args.epoch is None:
         print(f"sent {args.file} to {who} at epoch {epoch} (batch #{result.batch_id})")
+        if args.advance_to is not None:
+            print(f"{who} is at epoch {args.advance_to}")
     else:
         print(
             f"corrected {who} at epoch {args.epoch} with {args.file} (batch #{result.batch_id}); "
@@ -63,6 +65,12 @@ def add_commands(commands: Commands) -> None:
     SOURCE.add(send)
     FILE.add(send)
     WORKER.add(send)
+    send.add_argument(
+        "--advance-to",
+        type=int,
+        metavar="EPOCH",
+        help="then declare the worker's epochs before EPOCH complete, in the same commit",
+    )
     send.set_defaults(epoch=None)
     correct = command(
         commands,
@@ -71,6 +79,7 @@ def add_commands(commands: Commands) -> None:
         handler=cmd_deliver,
         parents=[engine()],
     )
+    correct.set_defaults(advance_to=None)
     SOURCE.add(correct)
     correct.add_argument("epoch", type=int, help="the past epoch whose input it replaces")
     FILE.add(correct)

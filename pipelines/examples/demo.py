@@ -167,9 +167,13 @@ def send_epoch(rt: Runtime, data: DemoData, epoch: int, *, bad_accounts: bool = 
                 if epoch == data.late_epoch:
                     rt.input(source, worker).send(files[0])
                 continue
-            for path in files:
-                rt.input(source, worker).send(path)
-            rt.input(source, worker).advance_to(epoch + 1)
+            handle = rt.input(source, worker)
+            for path in files[:-1]:
+                handle.send(path)
+            if files:  # the last file and the epoch complete, in one commit
+                handle.send(files[-1], advance_to=epoch + 1)
+            else:
+                handle.advance_to(epoch + 1)
 
 
 def correct_accounts(rt: Runtime, data: DemoData, epoch: int, echo: Echo) -> None:

@@ -18,7 +18,7 @@ from pipelines.run import expectations
 from pipelines.run.iteration import RoundCallback
 from pipelines.run.storage import DataStore, link_or_copy, runtime_home
 from pipelines.spark.empty import empty_frame
-from pipelines.spark.footers import parts, spark_schema
+from pipelines.spark.footers import one_file_schema, parts, spark_schema
 from pipelines.spark.session import LazySpark
 from pipelines.stages.expectations import Expectation
 from progress import Time
@@ -206,7 +206,8 @@ class StageWork:
     def linkable(self) -> list[Path] | None:
         """The Parquet files of the one input, when its output may be those very files: read
         as they are (no function applied, no declared schema to read them with, no sorting),
-        all written by Spark with one schema. Else None."""
+        all written by Spark with one schema, or all by an engine that writes no Spark schema
+        (Sail) with one file schema. Else None."""
         if self.derives or len(self.inputs) != 1 or self.sort_key or self.read_schemas[0]:
             return None
         if self.drops:
@@ -215,7 +216,9 @@ class StageWork:
         if not paths:
             return None
         schemas = {spark_schema([path]) for path in paths}
-        if len(schemas) != 1 or None in schemas:
+        if schemas == {None} and not one_file_schema(paths):
+            return None
+        if len(schemas) != 1:
             return None
         return [part for path in paths for part in parts(path)]
 

@@ -82,6 +82,25 @@ def spark_schema(paths: Sequence[str | Path]) -> StructType | None:
     return None
 
 
+def one_file_schema(paths: Sequence[str | Path]) -> bool:
+    """True when every path has Parquet files and all of them have one file schema (their
+    columns, types and nesting; footer metadata aside): files an engine wrote without a Spark
+    schema in their footers (Sail) that any reader reads alike."""
+    found: set[object] = set()
+    for path in paths:
+        files = parts(path)
+        if not files:
+            return False
+        for part in files:
+            try:
+                found.add(pq.read_schema(part).remove_metadata())
+            except (OSError, ValueError):
+                return False
+            if len(found) > 1:
+                return False
+    return bool(found)
+
+
 def free_of_nulls(
     paths: Sequence[str | Path], columns: Sequence[str], footers: Footers | None = None
 ) -> bool:

@@ -65,11 +65,18 @@ def send_key(node: str, worker: int, message: MessageEntry | None, key: str | No
 
 
 def send(
-    pipeline: str, node: str, worker: int, message: MessageEntry | None, *, port: int, key: str
+    pipeline: str,
+    node: str,
+    worker: int,
+    message: MessageEntry | None,
+    *,
+    port: int,
+    key: str,
+    fresh: bool = False,
 ) -> Action:
     """A message from the worker at its current time, which must be the time of ``message``
     (the epoch its data was checked for): a worker that moved since raises
-    ``WorkerMovedError``."""
+    ``WorkerMovedError``. ``fresh``: its key was never committed (a new attempt's)."""
 
     def effect(handle: InputHandle, s: Session) -> InputEffect:
         time = handle.time
@@ -83,7 +90,7 @@ def send(
         s.cache.arrivals[pipeline, node, worker] = (time, True)
         return batch, entries, Origin(OriginKind.SEND, node, worker, time)
 
-    return Action(lambda handle: key, effect)
+    return Action(lambda handle: key, effect, fresh=lambda handle: fresh)
 
 
 def advance_key(node: str, worker: int, time: Time) -> str:

@@ -221,16 +221,21 @@ class Ledger:
         *,
         key: str | None = None,
         port: int = 0,
+        fresh: bool = False,
     ) -> CommitResult:
         """Commit a message from an input worker at its current time (idempotent by key).
 
         The message's time is the epoch its data was checked for: a worker at another time
         now (moved by another process since) raises ``WorkerMovedError``, a closed one
-        ``ClosedHandleError``; nothing is committed."""
+        ``ClosedHandleError``; nothing is committed. With ``fresh``, the caller made
+        ``message`` for this call (an attempt no commit has used, and no ``key``): no earlier
+        commit is looked for; a key committed before after all is refused by the batches' unique
+        key (a DuckDB constraint error, nothing committed), never counted twice."""
+        if fresh and (message is None or key is not None):
+            raise ValueError("fresh applies to a new message's send without a key of its own")
         key = inputs.send_key(node, worker, message, key)
-        return self._act(
-            pipeline, node, worker, inputs.send(pipeline, node, worker, message, port=port, key=key)
-        )
+        action = inputs.send(pipeline, node, worker, message, port=port, key=key, fresh=fresh)
+        return self._act(pipeline, node, worker, action)
 
     def advance(
         self, pipeline: str, node: str, worker: int, time: Time, *, seal: bool = False

@@ -188,10 +188,11 @@ class AdvancedMeanwhile(Ledger):
         *,
         key: str | None = None,
         port: int = 0,
+        fresh: bool = False,
     ) -> CommitResult:
         assert message is not None
         Ledger(self.path).advance(pipeline, node, worker, message.time + 1, seal=True)  # type: ignore[operator]
-        return super().send(pipeline, node, worker, message, key=key, port=port)
+        return super().send(pipeline, node, worker, message, key=key, port=port, fresh=fresh)
 
 
 def test_a_send_is_refused_when_its_worker_moved_after_the_check(
@@ -231,3 +232,34 @@ def test_advance_and_close_follow_one_rule(rt: Runtime) -> None:
     with pytest.raises(ClosedHandleError, match="worker 1: cannot advance to epoch 2 after close"):
         handle.advance_to(2)
     assert handle.epoch is None
+
+
+def test_a_send_that_advances_commits_both_or_neither(
+    rt: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fits = write(tmp_path / "fits.parquet", orders_table().cast(ARROW["orders"]))
+    handle = rt.input("orders", 0)
+    with pytest.raises(InvalidInputTimeError):  # refused before any work
+        handle.send(fits, advance_to=-1)
+    nothing_committed(rt)
+
+    def failed(*args: object, **kwargs: object) -> CommitResult:
+        raise RuntimeError("the advance failed")
+
+    with monkeypatch.context() as m:  # the advance fails after the send: neither commits
+        m.setattr(rt.ledger, "advance", failed)
+        with pytest.raises(RuntimeError, match="the advance failed"):
+            handle.send(fits, advance_to=1)
+    nothing_committed(rt)
+    assert handle.epoch == 0
+
+    sent = handle.send(fits, advance_to=2)  # epoch 1 sealed empty on the way
+    assert not sent.repeated
+    assert handle.epoch == 2
+    assert [m.rows for m in rt.ledger.message("shop", "orders", 0, 0)] == [2]
+    assert [m.rows for m in rt.ledger.message("shop", "orders", 0, 1)] == [0]
+    assert handle.advance_to(2).repeated  # the advance was committed under its own key
+    with pytest.raises(TimeRegressionError):  # before any work: nothing written at epoch 2
+        handle.send(fits, advance_to=1)
+    assert rt.ledger.message("shop", "orders", 0, 2) == []
+    assert len(list((rt.store.root / "shop" / "orders").glob("**/*.parquet"))) == 1

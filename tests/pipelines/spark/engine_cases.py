@@ -128,10 +128,10 @@ def test_bank_lookups_upqueries_and_an_eviction_match_the_oracle(
 def test_a_sink_publishes_each_committed_epoch_for_the_engine_duckdb_and_pyarrow(
     tmp_path: Path, spark: SparkSession
 ) -> None:
-    """``test_sinks``' publishing case, but for two things on Sail: its files carry no Spark
-    schema in their footers, so the sink's message is a copy of its input's rows, not hard
-    links to its files (``StageWork.linkable``); and it reads the ``epoch=N`` folders' values
-    as strings (Spark infers integers)."""
+    """``test_sinks``' publishing case on every engine: the sink's message is hard links to its
+    input's files (``StageWork.linkable``: Sail's carry no Spark schema in their footers, one
+    file schema is enough), and Sail reads the ``epoch=N`` folders' values as strings (Spark
+    infers integers)."""
     files = inputs(tmp_path, 3)
     rt = exports.runtime(tmp_path / "home", spark)
     exports.send(rt, files)
@@ -139,7 +139,11 @@ def test_a_sink_publishes_each_committed_epoch_for_the_engine_duckdb_and_pyarrow
     for epoch in range(3):
         (mine,) = rt.ledger.message("sales", "export", 0, epoch)
         (read,) = rt.ledger.message("sales", "totals", 0, epoch)
-        assert mine.rows == read.rows
+        assert mine.path is not None
+        assert read.path is not None
+        inodes = {part.stat().st_ino for part in Path(read.path).glob("*.parquet")}
+        assert {part.stat().st_ino for part in Path(mine.path).glob("*.parquet")} == inodes
+        assert (mine.rows, mine.bytes) == (read.rows, read.bytes)
     root = rt.sink_path("export")
     assert sorted(p.name for p in root.iterdir()) == [VERSIONS, "epoch=0", "epoch=1", "epoch=2"]
     assert shown(rt) == committed(rt)

@@ -241,3 +241,39 @@ def test_a_seal_after_this_holds_own_moves_asks_no_query_and_another_holders_sen
     assert attempts(4) == [f"empty:{CARDS}:0:4"]
     assert attempts(5) == [f"empty:{CARDS}:0:5"]
     assert ledger.verify().ok
+
+
+def test_a_fresh_send_asks_for_no_earlier_commit_and_its_key_committed_is_refused(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A send of a message made for the call (``fresh``) looks for no earlier commit of its
+    key; the same message sent fresh again is refused by the batches' unique key, nothing
+    counted twice, and sent as a retry it is the first commit, repeated."""
+    import duckdb
+
+    from progress.ledger import inputs
+
+    asked: list[str] = []
+    query = inputs.committed
+
+    def counted(s: object, pipeline: str, key: str) -> object:
+        asked.append(key)
+        return query(s, pipeline, key)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inputs, "committed", counted)
+    message = MessageEntry(CARDS, 0, 0, "made-for-this-send", rows=3)
+    first = ledger.send("bank", CARDS, 0, message, fresh=True)
+    assert asked == []
+    before = batches(ledger)
+    with pytest.raises(duckdb.ConstraintException):
+        ledger.send("bank", CARDS, 0, message, fresh=True)
+    assert batches(ledger) == before
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 0)] == ["made-for-this-send"]
+    retry = ledger.send("bank", CARDS, 0, message)
+    assert retry.repeated
+    assert retry.batch_id == first.batch_id
+    assert asked == [f"send:{CARDS}:0:made-for-this-send"]
+    for bad in ({"message": None}, {"key": "mine"}):
+        with pytest.raises(ValueError, match="fresh applies to a new message"):
+            ledger.send("bank", CARDS, 0, **{"message": message, **bad}, fresh=True)  # type: ignore[arg-type]
+    assert ledger.verify().ok
