@@ -16,11 +16,11 @@ for what this process writes, which its writers apply here as they write it:
   advance past that time then seals it, or not, with no query of the sends);
 - the keys found not committed (asked, or a run found pending in the counts), until this
   process commits under one: a run's commit then asks no query of its key;
-- the current messages at a ``(stage, port, time)``, as last read, until this process
-  commits, replaces or marks a message at that port;
-- each reader's unmarked messages of a port (``progress.ledger.marks``), as last read: a
-  ``run()`` that finds its sinks' new messages again asks no query until this process commits,
-  replaces or marks a message there.
+- the current messages at a ``(stage, port, time)``, as last read, with the messages this
+  process commits there, until it replaces one there;
+- each reader's unmarked messages of a port (``progress.ledger.marks``), as last read, with the
+  messages this process commits there: a ``run()`` that finds its sinks' new messages asks no
+  query until this process replaces or marks a message there.
 
 A new hold starts empty (another process may have written between two holds), and a
 rolled-back transaction empties the cache (it may describe undone writes).
@@ -33,10 +33,15 @@ from dataclasses import dataclass, field
 
 from progress.graph import Graph
 from progress.ledger.records import MessageRecord
-from progress.timestamp import Time
+from progress.timestamp import Time, time_to_columns
 
 CountKey = tuple[int, str, int, int, int]
 """A pointstamp in the ledger's columns: ``(kind, node, port, t0, t1)``."""
+
+
+def _time_order(m: MessageRecord) -> tuple[int, int, int]:
+    """Messages ordered as the ledger's reads order them: by time, then batch."""
+    return (*time_to_columns(m.time), m.batch_id)
 
 
 @dataclass
@@ -75,7 +80,7 @@ class HoldCache:
         default_factory=dict
     )
     """By ``(pipeline, stage, port)``, then time ``(t0, t1)``: the current messages there as
-    last read (a port's dropped at once by ``changed``)."""
+    last read (a time's dropped by ``changed`` there)."""
     _counts: dict[str, _Counts] = field(default_factory=dict)
 
     def clear(self) -> None:
@@ -90,12 +95,28 @@ class HoldCache:
         self.unmarked.clear()
         self.messages.clear()
 
-    def changed(self, pipeline: str, stage: str, port: int) -> None:
-        """This process committed, replaced or marked a message at ``(stage, port)``: what was
-        read of its messages and of its unmarked messages is out of date."""
+    def changed(self, pipeline: str, stage: str, port: int, at: tuple[int, int] | None) -> None:
+        """This process replaced the messages at ``(stage, port)`` at time ``at`` (its
+        columns), or marked the port (``at`` None): what was read of the port's unmarked
+        messages is out of date, and of its current messages at ``at`` (a replacement changes
+        those of its own time only)."""
         for key in [k for k in self.unmarked if k[:3] == (pipeline, stage, port)]:
             del self.unmarked[key]
-        self.messages.pop((pipeline, stage, port), None)
+        if at is not None:
+            self.messages.get((pipeline, stage, port), {}).pop(at, None)
+
+    def added(self, pipeline: str, record: MessageRecord, at: tuple[int, int]) -> None:
+        """This process committed ``record``, a current message at time ``at`` (its columns),
+        after any replacement there: the current messages read at that time gain it (the newest
+        batch comes last), and so do the unmarked messages of every reader of its port (its
+        batch is past every mark), in time order."""
+        port = (pipeline, record.stage, record.port)
+        read = self.messages.get(port, {})
+        if at in read:
+            read[at] = (*read[at], record)
+        for key, found in self.unmarked.items():
+            if key[:3] == port:
+                self.unmarked[key] = tuple(sorted((*found, record), key=_time_order))
 
     def counts(self, pipeline: str, graph: Graph) -> list[tuple[CountKey, int]] | None:
         """The pipeline's non-zero counts, if read in this hold for ``graph``."""

@@ -38,7 +38,7 @@ def unmarked(s: Session, pipeline: str, stage: str, port: int, reader: str) -> l
 def mark(s: Session, pipeline: str, stage: str, port: int, reader: str, *, through: int) -> None:
     """Record that ``reader`` has seen every current message of ``(stage, port)`` committed
     through batch ``through``: its mark never moves back; another reader's is replaced."""
-    s.cache.changed(pipeline, stage, port)
+    s.cache.changed(pipeline, stage, port, None)
     s.con.execute(
         "INSERT INTO marks VALUES (?, ?, ?, ?, ?) ON CONFLICT (pipeline, stage, port) DO UPDATE "
         "SET through = CASE WHEN marks.reader = excluded.reader "

@@ -167,7 +167,7 @@ def _replace(s: Session, pipeline: str, node: str, stream: str, m: MessageEntry)
     """Make the current messages that ``stream`` fed at ``m``'s time old."""
     t0, t1 = time_to_columns(m.time)
     s.cache.replaced[pipeline] = True
-    s.cache.changed(pipeline, node, m.port)
+    s.cache.changed(pipeline, node, m.port, (t0, t1))
     s.con.execute(
         "UPDATE messages SET current = false WHERE pipeline = ? AND stage = ? AND port = ? "
         "AND t0 = ? AND t1 = ? AND current AND batch_id IN (SELECT batch_id FROM batches "

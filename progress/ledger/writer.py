@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from progress.change_batch import ChangeBatch
 from progress.errors import ForeignLocationError
 from progress.graph import Graph
-from progress.ledger.records import CommitResult, MessageEntry, Origin
+from progress.ledger.records import CommitResult, MessageEntry, MessageRecord, Origin
 from progress.ledger.schema import location_columns
 from progress.ledger.sessions import Session
-from progress.timestamp import time_to_columns, validate_time
+from progress.timestamp import time_from_columns, time_to_columns, validate_time
 from progress.tracker import Update
 
 COMPACT_EVERY = 64
@@ -109,13 +109,17 @@ def write_batch(
         fold(s, batch_id)
     for m in messages:
         t0, t1 = time_to_columns(m.time)
-        s.cache.changed(pipeline, m.stage, m.port)
         if m.replaces:
             replace(s, pipeline, m)
         con.execute(
             "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true)",
             [pipeline, m.stage, m.port, t0, t1, m.attempt, m.path, m.rows, m.bytes, batch_id],
         )
+        at = time_from_columns(t0, t1)  # as a read gives it
+        record = MessageRecord(
+            m.stage, m.port, at, m.attempt, m.path, m.rows, m.bytes, batch_id, True
+        )
+        s.cache.added(pipeline, record, (t0, t1))
         if m.reads:
             r0, r1 = time_to_columns(m.run_time if m.run_time is not None else m.time)
             refs = [(r.stage, r.port, *time_to_columns(r.time), r.attempt) for r in m.reads]
@@ -142,7 +146,7 @@ def replace(s: Session, pipeline: str, m: MessageEntry) -> None:
         )
         where += [pipeline, m.stage, m.worker]
     s.cache.replaced[pipeline] = True
-    s.cache.changed(pipeline, m.stage, m.port)
+    s.cache.changed(pipeline, m.stage, m.port, (t0, t1))
     s.con.execute(
         "UPDATE messages SET current = false WHERE pipeline = ? AND stage = ? "
         f"AND port = ? AND t0 = ? AND t1 = ? AND current{by_worker}",

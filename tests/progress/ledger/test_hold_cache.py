@@ -23,6 +23,7 @@ from progress.ledger import (
     Origin,
     RunKind,
     inputs,
+    marks,
     queries,
     writer,
 )
@@ -50,11 +51,14 @@ def holder_session(ledger: Ledger) -> Iterator[Session]:
 
 
 RUN_KEYS = [f"run:{stage}:{epoch}" for stage in STAGES for epoch in range(8)]
+PORTS = ("card_payments", *STAGES)
+READERS = ("one reader", "another")
 
 
 def answers(s: Session) -> tuple[list[Any], ...]:
     """The pipeline's counts, stale outputs, input workers' capabilities, which run keys are
-    committed and the current messages of each stage and epoch, as ``s`` says."""
+    committed, the current messages of each stage and epoch and each reader's unmarked
+    messages of each stage, as ``s`` says."""
     pointstamps = sorted(queries.tracker(s, P).pointstamps(), key=repr)
     workers = [inputs.worker_time(s, P, "card_payments", w) for w in range(WORKERS)]
     keys = [writer.committed(s, P, key) is not None for key in RUN_KEYS]
@@ -63,7 +67,8 @@ def answers(s: Session) -> tuple[list[Any], ...]:
         for stage in ("card_payments", *STAGES)
         for epoch in range(8)
     ]
-    return pointstamps, queries.stale(s, P), workers, keys, messages
+    unmarked = [marks.unmarked(s, P, stage, 0, reader) for stage in PORTS for reader in READERS]
+    return pointstamps, queries.stale(s, P), workers, keys, messages, unmarked
 
 
 def run_stage(ledger: Ledger, stage: str, revise: bool) -> None:
@@ -114,11 +119,16 @@ def act(ledger: Ledger, step: tuple[str, int]) -> None:
         run_stage(ledger, STAGES[n % 2], revise=kind == "revise")
     elif kind == "compact":
         ledger.compact()
+    elif kind == "mark":
+        stage, reader = PORTS[n % len(PORTS)], READERS[n % len(READERS)]
+        current = ledger.messages(P, stage, 0)
+        if current:
+            ledger.mark(P, stage, 0, reader, through=current[n % len(current)].batch_id)
 
 
 STEPS = st.lists(
     st.tuples(
-        st.sampled_from(["send", "advance", "correct", "run", "revise", "compact"]),
+        st.sampled_from(["send", "advance", "correct", "run", "revise", "compact", "mark"]),
         st.integers(0, 50),
         st.sampled_from(["holder", "holder", "other", "rolled back"]),
     ),
