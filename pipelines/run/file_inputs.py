@@ -103,7 +103,8 @@ def check_file(
         return None
     file = name or str(path)
     try:
-        table = pq.read_table(path)
+        with pq.ParquetFile(path) as parquet:
+            table = parquet.read()  # every page read: a damaged file is refused here
     except Exception as err:
         said = str(err).strip().replace(str(path), file)  # the file given, not its copy
         msg = f"cannot read Parquet: {(said.splitlines() or [type(err).__name__])[0][:300]}"
