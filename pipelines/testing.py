@@ -107,14 +107,16 @@ def send_epochs(
     each epoch first (epochs skipped are sealed empty). Afterwards the worker is at the epoch
     after the last, or closed with ``close``."""
     handle = runtime.input(source, worker)
-    for epoch in sorted(epochs):
+    order = sorted(epochs)
+    for i, epoch in enumerate(order):
         if handle.epoch != epoch:
             handle.advance_to(epoch)
-        send_rows(runtime, source, epochs[epoch], worker=worker)
+        last = i + 1 == len(order)
+        # Each epoch's rows and the move to the next epoch sent, in one commit.
+        then = None if last and close else (epoch + 1 if last else order[i + 1])
+        handle.send(frame(runtime, source, epochs[epoch]), advance_to=then)
     if close:
         handle.close()
-    elif epochs:
-        handle.advance_to(max(epochs) + 1)
 
 
 def close_sources(runtime: Runtime) -> None:
