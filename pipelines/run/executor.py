@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -254,6 +255,15 @@ class Executor:
 
     # -- work ----------------------------------------------------------------------------------
 
+    def instant(self, run: Admitted | RunResult | None) -> Admitted | None:
+        """``run`` when it is admitted and its work is bookkeeping alone (a stage not
+        materialized, a sink that links its input's files; no state, no expectations to check):
+        worked and recorded in the transaction that admitted it, it costs no transaction of its
+        own. Else None."""
+        if not isinstance(run, Admitted) or run.stage.holds_state or run.work.expectations:
+            return None
+        return run if run_of(run.stage).instant(run.stage, run.work) else None
+
     def work(self, run: Admitted) -> Worked:
         """The Spark work of a run, holding no ledger lock (see the module docs)."""
         checked: list[CheckEntry] = []
@@ -368,14 +378,14 @@ class Executor:
         return Recorded(worked, result.batch_id, result.repeated)
 
     def conclude_before(
-        self, recorded: Recorded | None, admitted: Admitted | RunResult | None
-    ) -> tuple[RunResult | None, Admitted | RunResult | None]:
-        """``conclude`` the run committed in the transaction that admitted ``admitted``, whose
-        clock is moved past it (each run's seconds are its own)."""
-        if recorded is None:
-            return None, admitted
+        self, recorded: Sequence[Recorded], admitted: Admitted | RunResult | None
+    ) -> tuple[list[RunResult], Admitted | RunResult | None]:
+        """``conclude`` the runs committed in the transaction that admitted ``admitted``, in
+        order; its clock is moved past them (each run's seconds are its own)."""
+        if not recorded:
+            return [], admitted
         began = time.perf_counter()
-        finished = self.conclude(recorded)
+        finished = [self.conclude(r) for r in recorded]
         if isinstance(admitted, Admitted):
             spent = time.perf_counter() - began
             admitted = dataclasses.replace(admitted, started=admitted.started + spent)

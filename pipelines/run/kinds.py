@@ -56,6 +56,11 @@ class KindRun(Generic[S]):
         """The stage's output message for ``work.epoch``."""
         raise NotImplementedError(f"stage {stage.name!r} ({stage.kind}) is not run")
 
+    def instant(self, stage: S, work: StageWork) -> bool:
+        """Whether ``compute`` is bookkeeping alone: no Spark job, nothing written but links
+        (so it may run inside the ledger transaction that admits it)."""
+        return False
+
     def read_at(self, stage: S, ledger: Ledger, pipeline: str, epoch: Time) -> list[MessageRecord]:
         """The messages of its output that a stage reading it at ``epoch`` reads: the current
         ones committed at ``epoch``."""
@@ -109,12 +114,18 @@ class TransformRun(KindRun[TransformStage]):
             return _NOTHING_WRITTEN
         return work.write(stage.fn(work.frames[0]))
 
+    def instant(self, stage: TransformStage, work: StageWork) -> bool:
+        return not stage.materialize
+
 
 class JoinRun(KindRun[JoinStage]):
     def compute(self, stage: JoinStage, work: StageWork) -> Produced:
         if not stage.materialize:
             return _NOTHING_WRITTEN
         return work.write(stage.recompute(work.frames, work.epoch))
+
+    def instant(self, stage: JoinStage, work: StageWork) -> bool:
+        return not stage.materialize
 
 
 class UnionRun(KindRun[UnionStage]):
@@ -309,6 +320,9 @@ class SinkRun(KindRun[SinkStage]):
             sink.publish(Committed(epoch, attempt, batch, files))
 
         return dataclasses.replace(produced, committed=publish)
+
+    def instant(self, stage: SinkStage, work: StageWork) -> bool:
+        return work.linkable() is not None
 
 
 RUNS: dict[type[Stage], KindRun[Any]] = {

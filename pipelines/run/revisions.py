@@ -12,8 +12,9 @@ waits (one of the stages nearest the sources); in a loop they are taken in epoch
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
+from pipelines.errors import PipelineError
 from pipelines.stages.families import followers
 from pipelines.stages.kinds import Stage
 from progress import Time, less_equal
@@ -35,10 +36,12 @@ def next_revision(
     stages: Mapping[str, Stage],
     stale: Sequence[tuple[str, Time]],
     upstream: Mapping[str, frozenset[str]] | None = None,
+    revised: Collection[tuple[str, Time]] = (),
 ) -> tuple[str, Time]:
     """The stale output to revise first, of ``stale`` (in epoch order, upstream first): the
     first one that waits for none of the others (see the module docs), else the first.
-    ``upstream`` gives ``above`` of each stage when it is known already.
+    ``upstream`` gives ``above`` of each stage when it is known already. One in ``revised``
+    (revised already by the caller, and stale again) raises ``PipelineError``: a cycle.
 
     >>> from pipelines.stages.kinds import SourceStage, StatefulStage, TransformStage
     >>> stages = {
@@ -52,9 +55,16 @@ def next_revision(
     >>> next_revision(stages, [("moves", 0), ("sums", 0)])
     ('moves', 0)
     """
+    first = stale[0]
     for stage, epoch in stale:
         over = upstream[stage] if upstream is not None else above(stages, stage)
         carries = stages[stage].holds_state
         if not any(other in over and (carries or less_equal(at, epoch)) for other, at in stale):
-            return stage, epoch
-    return stale[0]
+            first = (stage, epoch)
+            break
+    if first in revised:
+        raise PipelineError(
+            f"stage {first[0]!r} epoch {first[1]} is still stale after it was revised: "
+            "its output reads an attempt that is not current"
+        )
+    return first

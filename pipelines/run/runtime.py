@@ -42,7 +42,7 @@ from pipelines.reads.pending import PendingReads
 from pipelines.reads.subscription import Completed
 from pipelines.results import RunResult, RunStatus
 from pipelines.run.epochs import stage_epoch
-from pipelines.run.executor import Admitted, Executor, Worked, raise_during, run_key
+from pipelines.run.executor import Admitted, Executor, Recorded, Worked, raise_during, run_key
 from pipelines.run.expectations import ExpectationResult
 from pipelines.run.garbage import collect_garbage
 from pipelines.run.inputs import SourceInput
@@ -121,9 +121,8 @@ class Runtime:
 
     @property
     def home(self) -> Path:
-        """The directory of the ledger file (absolute): the state store (``state.duckdb``)
-        lives there unless given elsewhere, and a sink's relative path is resolved against it,
-        never against the process's working directory."""
+        """The directory of the ledger file (absolute): the state store lives there unless given
+        elsewhere, and a sink's relative path is resolved against it (never the working one)."""
         return runtime_home(self.ledger.path)
 
     def sink_path(self, sink: str) -> Path:
@@ -131,9 +130,8 @@ class Runtime:
         return named_target(self.pipeline, sink, self.home).root
 
     def publish_sinks(self, *, recheck: bool = False) -> list[tuple[str, Time]]:
-        """Publish each committed sink epoch its sink does not show (``run()`` does this first):
-        of those since the sink's mark, or with ``recheck`` of all (a link deleted by hand).
-        Returns the ``(sink, epoch)`` published (``pipelines.run.sinks.publish_committed``)."""
+        """Publish each committed sink epoch its sink does not show, of those since the sink's
+        mark or with ``recheck`` of all (``run()`` does this first); the ``(sink, epoch)`` done."""
         return publish_committed(
             self.ledger, self.pipeline.name, sink_targets(self.pipeline, self.home), recheck=recheck
         )
@@ -207,7 +205,8 @@ class Runtime:
         do). Then, if any failed, ``RunFailedError`` lists each failure with the runs made.
 
         One ledger transaction per stage run commits the previous run, picks the next, resolves
-        its input and records its start, with one look at the counts. Between them the ledger
+        its input and records its start, with one look at the counts (a run whose work is
+        bookkeeping alone is worked and committed in it too). Between them the ledger
         stays open for this process unless another process wants it (``Ledger.held``): Spark
         works with the ledger free for whoever asks. A stateful stage's writer lock is held
         from before its work until its commit or its failure."""
@@ -234,8 +233,8 @@ class Runtime:
                 finished, admitted, stale = self._next(worked, failed)
                 worked = None
                 writer.close()
-                if finished is not None:
-                    report(finished)
+                for result in finished:
+                    report(result)
                 if isinstance(admitted, RunResult):
                     report(admitted)
                 elif admitted is not None:
@@ -257,28 +256,35 @@ class Runtime:
 
     def _next(
         self, worked: Worked | None, failed: dict[str, StageFailedError]
-    ) -> tuple[RunResult | None, Admitted | RunResult | None, list[tuple[str, Time]]]:
-        """In one ledger transaction: commit ``worked`` (the previous run), then admit the next
-        ready run of a stage not in ``failed`` (one whose input cannot be read joins ``failed``)
-        or else list the stale outputs; ``Executor.conclude_before`` once it is durable."""
+    ) -> tuple[list[RunResult], Admitted | RunResult | None, list[tuple[str, Time]]]:
+        """In one ledger transaction: commit ``worked``, then admit the next ready run of a stage
+        not in ``failed`` (one whose input cannot be read joins it), worked and committed on the
+        way when instant (``Executor.instant``), or else list the stale outputs."""
         admitted: Admitted | RunResult | None = None
+        recorded: list[Recorded] = []
         try:
             with self.ledger.session():
                 with nullcontext() if worked is None else self.ledger.atomic():
-                    recorded = None if worked is None else self.executor.record(worked)
+                    if worked is not None:
+                        recorded.append(self.executor.record(worked))
                     admitted, stale = self._admit_next(failed)
+                    while worked is not None and (now := self.executor.instant(admitted)):
+                        try:
+                            recorded.append(self.executor.record(self.executor.work(now)))
+                        except StageFailedError as err:
+                            failed[now.stage.name] = err
+                        admitted, stale = self._admit_next(failed)
                 return (*self.executor.conclude_before(recorded, admitted), stale)
         except LedgerStorageError as err:  # named after the run it stopped
-            run = admitted if worked is None else worked.run
-            if isinstance(run, Admitted):
+            if isinstance(run := admitted if worked is None else worked.run, Admitted):
                 raise_during(err, self.pipeline.name, run.stage.name, run.epoch)
             raise
 
     def _admit_next(
         self, failed: dict[str, StageFailedError]
     ) -> tuple[Admitted | RunResult | None, list[tuple[str, Time]]]:
-        """In a transaction: the next ready run admitted (not one a stale output above it
-        would change the input of), or else the stale outputs."""
+        """The next ready run admitted (not one a stale output above it would change the input
+        of), or else the stale outputs."""
         tracker = self.ledger.tracker(self.pipeline.name)
         stale = [(s, t) for s, t in self.stale() if s not in failed]
         changes = self._outputs.finality.changes
@@ -329,12 +335,7 @@ class Runtime:
         """Re-run the first stale output in revision order (``pipelines.run.revisions``) and,
         for a stateful stage, the epochs after it, reporting each run as it commits (those
         before a failure too). Stale again after this loop ``revised`` it: a cycle."""
-        stage, epoch = next_revision(self.pipeline.stages, stale, self._above)
-        if (stage, epoch) in revised:
-            raise PipelineError(
-                f"stage {stage!r} epoch {epoch} is still stale after it was revised: "
-                "its output reads an attempt that is not current"
-            )
+        stage, epoch = next_revision(self.pipeline.stages, stale, self._above, revised)
 
         def done(result: RunResult) -> None:
             revised.add((result.stage, result.epoch))

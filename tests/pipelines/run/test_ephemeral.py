@@ -3,6 +3,7 @@ that read them, with the same results, the same lineage and exactly-once revisio
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -118,14 +119,10 @@ def joined_pipeline() -> Pipeline:
     return p
 
 
-@pytest.mark.spark
-def test_a_join_that_is_not_materialized_is_joined_inside_its_reader(
-    tmp_path: Path, spark: SparkSession
-) -> None:
+def send_joined(rt: Runtime, files: Path) -> Path:
+    """Two epochs of orders and of payments (two workers) written to ``files`` and sent."""
     import duckdb
 
-    rt = Runtime(joined_pipeline(), Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
-    files = tmp_path / "inputs"
     files.mkdir()
     for epoch in range(2):
         sql = {
@@ -145,6 +142,17 @@ def test_a_join_that_is_not_materialized_is_joined_inside_its_reader(
         ]:
             rt.input(source, worker).send(files / f"{name}-{epoch}.parquet")
             rt.input(source, worker).advance_to(epoch + 1)
+    return files
+
+
+@pytest.mark.spark
+def test_a_join_that_is_not_materialized_is_joined_inside_its_reader(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    import duckdb
+
+    rt = Runtime(joined_pipeline(), Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
+    files = send_joined(rt, tmp_path / "inputs")
     rt.run()
     ledger = rt.ledger
     for epoch in range(2):
@@ -189,3 +197,47 @@ def test_a_keyed_stage_cannot_read_a_join_that_is_not_materialized() -> None:
     with pytest.raises(PipelineDefinitionError, match="materialize must be True or False") as e:
         p.join("again", orders, payments, on=["order_id"], materialize="no")  # type: ignore[arg-type]
     assert (e.value.stage, e.value.argument) == ("again", "materialize")
+
+
+@pytest.mark.spark
+def test_runs_that_are_bookkeeping_alone_commit_in_the_transaction_before_them(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stage that is not materialized and a sink that links its input's files do no work of
+    their own: each is worked and committed in the ledger transaction that committed the run
+    before it, which then admits the next (``Executor.instant``); what they commit is the same."""
+    from contextlib import contextmanager
+
+    from progress.ledger.sessions import Session, Sessions
+
+    p = joined_pipeline()
+    p.sink("export", "sums", path="export")
+    rt = Runtime(p, Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
+    send_joined(rt, tmp_path / "inputs")
+    outermost: list[int] = []
+    transaction = Sessions.transaction
+
+    @contextmanager
+    def counted(self: Sessions) -> Iterator[Session]:
+        if not self._in_transaction:
+            outermost.append(1)
+        with transaction(self) as s:
+            yield s
+
+    monkeypatch.setattr(Sessions, "transaction", counted)
+    ran = [(r.stage, r.epoch) for r in rt.run()]
+    stages = ["both", "big", "sums", "export"]
+    assert ran == [(stage, epoch) for epoch in (0, 1) for stage in stages]
+    # The first run is admitted in a transaction of its own; then one per run of sums (whose
+    # work is a Spark job), with each instant run before the next sums run in it.
+    assert len(outermost) == 4  # 1 + 8 without instant runs
+    for epoch in (0, 1):
+        (read,) = rt.ledger.message("paid", "sums", 0, epoch)
+        (linked,) = rt.ledger.message("paid", "export", 0, epoch)
+        assert read.path is not None
+        assert linked.path is not None
+        inodes = {part.stat().st_ino for part in Path(read.path).glob("*.parquet")}
+        assert {part.stat().st_ino for part in Path(linked.path).glob("*.parquet")} == inodes
+        assert [m.path for m in rt.ledger.message("paid", "both", 0, epoch)] == [None]
+    assert [(s.published, s.last_published) for s in rt.sinks()] == [(2, 1)]
+    assert rt.run() == []
