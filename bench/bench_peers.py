@@ -11,8 +11,7 @@ Two workloads on seeded Parquet files, one per source, worker and epoch (``peers
 a running sum per account over the epochs (100,000 accounts), and a join of two inputs whose
 epoch may be emitted only once both inputs are complete, one of them with a worker that
 delivers each epoch late (after the other input has moved on). The tools, each in its own
-process started once the cores are idle after the run before (``peers/settle.py``), fed the
-files in the same order: epochgate (a ``Pipeline`` and a ``Runtime``) on local
+process, fed the files in the same order: epochgate (a ``Pipeline`` and a ``Runtime``) on local
 Spark and on Sail (``spark_session("sail")``: a Sail server started for the process), a plain
 PySpark script on local Spark (each epoch once all of its files are there, one session), and
 bytewax 0.21 and Pathway 0.33 each in its fastest exact form (a completeness gate on per-file end
@@ -64,7 +63,6 @@ from peers.report import (
     table,
     text_table,
 )
-from peers.settle import settle
 from peers.workloads import WORKLOADS, Feed, Size, generate, wrong_epochs
 from results_file import about_this_run, chosen_size, plot_links, plots_beside, write_section
 from scratch import scratch
@@ -135,9 +133,7 @@ def run_tool(tool: str, feed: Feed, home: Path, spark: SparkSession | None = Non
 
 
 def in_subprocess(tool: str, feed: Feed, home: Path) -> Run:
-    """``run_tool`` in a process of its own, so its peak memory is its own, once the machine
-    has settled after the run before (``peers/settle.py``)."""
-    settle()
+    """``run_tool`` in a process of its own, so its peak memory is its own."""
     home.mkdir(parents=True, exist_ok=True)
     feed.dump(home / "feed.json")
     done = home / "run.json"

@@ -254,17 +254,3 @@ def test_each_repeat_runs_every_tool_in_turn(tmp_path: Path) -> None:
         ("epochgate", 2, True),
         ("plain", 2, True),
     ]
-
-
-@pytest.mark.unit
-def test_a_tool_starts_once_the_cores_were_idle_or_after_a_bound() -> None:
-    """The runner waits for quiet cores before each tool: two quiet windows in a row when the
-    bar is none, and never longer than its bound when the bar cannot be met."""
-    load("bench_peers")
-    from peers.settle import settle
-
-    started = time.monotonic()
-    waited = settle(idle=0.0, window=0.05)
-    assert 0.1 <= waited <= time.monotonic() - started < 2
-    waited = settle(idle=1.01, window=0.05, at_most=0.3)  # never idle enough
-    assert 0.3 <= waited < 1
