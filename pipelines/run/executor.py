@@ -381,13 +381,17 @@ class Executor:
         self, recorded: Sequence[Recorded], admitted: Admitted | RunResult | None
     ) -> tuple[list[RunResult], Admitted | RunResult | None]:
         """``conclude`` the runs committed in the transaction that admitted ``admitted``, in
-        order; its clock is moved past them (each run's seconds are its own)."""
-        if not recorded:
-            return [], admitted
-        began = time.perf_counter()
-        finished = [self.conclude(r) for r in recorded]
-        if isinstance(admitted, Admitted):
-            spent = time.perf_counter() - began
+        order; the clock of each, and of ``admitted``, is moved past the concluding of those
+        before it (each run's seconds are its own)."""
+        finished: list[RunResult] = []
+        spent = 0.0
+        for r in recorded:
+            began = time.perf_counter()
+            run = dataclasses.replace(r.worked.run, started=r.worked.run.started + spent)
+            worked = dataclasses.replace(r.worked, run=run)
+            finished.append(self.conclude(dataclasses.replace(r, worked=worked)))
+            spent += time.perf_counter() - began
+        if isinstance(admitted, Admitted) and spent:
             admitted = dataclasses.replace(admitted, started=admitted.started + spent)
         return finished, admitted
 
