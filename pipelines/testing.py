@@ -108,12 +108,11 @@ def send_epochs(
     after the last, or closed with ``close``."""
     handle = runtime.input(source, worker)
     order = sorted(epochs)
-    for i, epoch in enumerate(order):
+    after = [*order[1:], None if close or not order else order[-1] + 1]
+    for epoch, then in zip(order, after, strict=False):
         if handle.epoch != epoch:
             handle.advance_to(epoch)
-        last = i + 1 == len(order)
-        # Each epoch's rows and the move to the next epoch sent, in one commit.
-        then = None if last and close else (epoch + 1 if last else order[i + 1])
+        # Each epoch's rows and the move to the next epoch, in one commit.
         handle.send(frame(runtime, source, epochs[epoch]), advance_to=then)
     if close:
         handle.close()

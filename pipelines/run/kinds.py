@@ -310,7 +310,7 @@ class SinkRun(KindRun[SinkStage]):
         """Its attempt holds its input's committed files (hard links, no Spark job) when they
         can be taken as they are (``StageWork.linkable``), else Spark writes it like any
         stage's; it is published once it is committed."""
-        linked = work.linkable()
+        linked = work.linkable
         produced = work.write(work.frames[0]) if linked is None else work.link(linked)
         sink = sink_target(stage, work.pipeline, work.home)
         epoch, attempt, files = work.output_time, work.attempt, produced.written
@@ -322,7 +322,7 @@ class SinkRun(KindRun[SinkStage]):
         return dataclasses.replace(produced, committed=publish)
 
     def instant(self, stage: SinkStage, work: StageWork) -> bool:
-        return work.linkable() is not None
+        return work.linkable is not None
 
 
 RUNS: dict[type[Stage], KindRun[Any]] = {

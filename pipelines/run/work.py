@@ -203,11 +203,12 @@ class StageWork:
         """Whether an expectation drops rows from its output (its files must be written)."""
         return bool(expectations.drops(self.expectations))
 
+    @cached_property
     def linkable(self) -> list[Path] | None:
         """The Parquet files of the one input, when its output may be those very files: read
         as they are (no function applied, no declared schema to read them with, no sorting),
         all written by Spark with one schema, or all by an engine that writes no Spark schema
-        (Sail) with one file schema. Else None."""
+        (Sail) with one file schema. Else None. Read once per run (its footers)."""
         if self.derives or len(self.inputs) != 1 or self.sort_key or self.read_schemas[0]:
             return None
         if self.drops:

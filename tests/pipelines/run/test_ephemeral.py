@@ -18,6 +18,7 @@ from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
 from progress.errors import CaptureError
 from progress.ledger import Ledger
+from tests.fixtures.exports import assert_hard_links
 
 NUMBERS = T.StructType([T.StructField("n", T.LongType()), T.StructField("k", T.LongType())])
 STATE = T.StructType([T.StructField("k", T.LongType()), T.StructField("total", T.LongType())])
@@ -232,12 +233,7 @@ def test_runs_that_are_bookkeeping_alone_commit_in_the_transaction_before_them(
     # work is a Spark job), with each instant run before the next sums run in it.
     assert len(outermost) == 4  # 1 + 8 without instant runs
     for epoch in (0, 1):
-        (read,) = rt.ledger.message("paid", "sums", 0, epoch)
-        (linked,) = rt.ledger.message("paid", "export", 0, epoch)
-        assert read.path is not None
-        assert linked.path is not None
-        inodes = {part.stat().st_ino for part in Path(read.path).glob("*.parquet")}
-        assert {part.stat().st_ino for part in Path(linked.path).glob("*.parquet")} == inodes
+        assert_hard_links(rt.ledger, "paid", "export", "sums", epoch)
         assert [m.path for m in rt.ledger.message("paid", "both", 0, epoch)] == [None]
     assert [(s.published, s.last_published) for s in rt.sinks()] == [(2, 1)]
     assert rt.run() == []

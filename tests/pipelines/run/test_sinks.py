@@ -31,6 +31,7 @@ from tests.children import run_in_group
 from tests.fixtures import exports
 from tests.fixtures.exports import (
     SALES,
+    assert_hard_links,
     attempt_rows,
     catalog,
     commit_export,
@@ -258,14 +259,7 @@ def test_a_sink_publishes_each_committed_epoch_under_the_home_for_spark_duckdb_a
     rt.run()
     assert list(elsewhere.iterdir()) == []
     for epoch in range(3):  # the sink's message is its input's committed files, hard-linked
-        (mine,) = rt.ledger.message("sales", "export", 0, epoch)
-        (read,) = rt.ledger.message("sales", "totals", 0, epoch)
-        assert mine.path is not None
-        assert read.path is not None
-        assert mine.path != read.path
-        inodes = {part.stat().st_ino for part in Path(read.path).glob("*.parquet")}
-        assert {part.stat().st_ino for part in Path(mine.path).glob("*.parquet")} == inodes
-        assert (mine.rows, mine.bytes) == (read.rows, read.bytes)
+        assert_hard_links(rt.ledger, "sales", "export", "totals", epoch)
     root = rt.sink_path("export")
     assert sorted(p.name for p in root.iterdir()) == [VERSIONS, "epoch=0", "epoch=1", "epoch=2"]
     assert shown(rt) == committed(rt)

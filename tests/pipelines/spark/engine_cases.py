@@ -28,7 +28,7 @@ from pipelines.run.sinks import VERSIONS
 from pipelines.spark.engine import SAIL, SPARK_CONNECT, Engine, engine_of
 from pipelines.spark.session import SAIL_ENGINES, SPARK_ENV
 from tests.fixtures import exports
-from tests.fixtures.exports import oracle, published
+from tests.fixtures.exports import assert_hard_links, oracle, published
 from tests.pipelines.capture.test_capture_replay import (
     test_a_replayed_stage_stream_gives_the_same_outputs_on_another_ledger,
     upstream,
@@ -137,13 +137,7 @@ def test_a_sink_publishes_each_committed_epoch_for_the_engine_duckdb_and_pyarrow
     exports.send(rt, files)
     rt.run()
     for epoch in range(3):
-        (mine,) = rt.ledger.message("sales", "export", 0, epoch)
-        (read,) = rt.ledger.message("sales", "totals", 0, epoch)
-        assert mine.path is not None
-        assert read.path is not None
-        inodes = {part.stat().st_ino for part in Path(read.path).glob("*.parquet")}
-        assert {part.stat().st_ino for part in Path(mine.path).glob("*.parquet")} == inodes
-        assert (mine.rows, mine.bytes) == (read.rows, read.bytes)
+        assert_hard_links(rt.ledger, "sales", "export", "totals", epoch)
     root = rt.sink_path("export")
     assert sorted(p.name for p in root.iterdir()) == [VERSIONS, "epoch=0", "epoch=1", "epoch=2"]
     assert shown(rt) == committed(rt)
