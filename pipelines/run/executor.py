@@ -48,6 +48,7 @@ from progress import Time, Tracker, Update, disk, faults
 from progress.errors import LedgerStorageError
 from progress.faults import FaultPoint
 from progress.ledger import CheckEntry, Ledger, MessageEntry, MessageRef, Origin, RunKind
+from progress.ledger.runs import RunStart, new_run_id
 from state_store import KeyedState
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ class Admitted:
     run_id: str
     work: StageWork
     started: float
+    start_recorded: bool = True
+    """Whether its start is recorded: not for an instant run (``Executor.instant``), recorded
+    once with how it ended."""
 
 
 @dataclass(frozen=True)
@@ -193,11 +197,6 @@ class Executor:
                 )
             empty.append(schema)
         attempt = new_attempt()
-        try:
-            run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
-        except LedgerStorageError as err:
-            raise_during(err, p, stage.name, epoch)
-            raise
         any_build = any(port.build is not None for port in ports)
         work = StageWork(
             pipeline=p,
@@ -220,6 +219,13 @@ class Executor:
             carried=tuple(run_of(stage).carried(stage, self.ledger, p, epoch)),
             expectations=self.pipeline.expectations(stage.name),
         )
+        if self._instant(stage, work):
+            return Admitted(stage, epoch, batch, revision, new_run_id(), work, started, False)
+        try:
+            run_id = self.ledger.start_run(p, stage.name, epoch, attempt)
+        except LedgerStorageError as err:
+            raise_during(err, p, stage.name, epoch)
+            raise
         return Admitted(stage, epoch, batch, revision, run_id, work, started)
 
     def resolve(self, upstream: str, epoch: Time) -> Resolved:
@@ -259,10 +265,26 @@ class Executor:
         """``run`` when it is admitted and its work is bookkeeping alone (a stage not
         materialized, a sink that links its input's files; no state, no expectations to check):
         worked and recorded in the transaction that admitted it, it costs no transaction of its
-        own. Else None."""
-        if not isinstance(run, Admitted) or run.stage.holds_state or run.work.expectations:
-            return None
-        return run if run_of(run.stage).instant(run.stage, run.work) else None
+        own, and its run record is one row written with its commit. Else None."""
+        return run if isinstance(run, Admitted) and not run.start_recorded else None
+
+    @staticmethod
+    def _instant(stage: Stage, work: StageWork) -> bool:
+        if stage.holds_state or work.expectations:
+            return False
+        return run_of(stage).instant(stage, work)
+
+    def _finish(
+        self,
+        run: Admitted,
+        status: RunStatus,
+        batch_id: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record how ``run`` ended (with its start, for an instant run)."""
+        p, stage, attempt = self.pipeline.name, run.stage.name, run.work.attempt
+        start = None if run.start_recorded else RunStart(p, stage, run.epoch, attempt)
+        self.ledger.finish_run(run.run_id, status, batch_id=batch_id, error=error, start=start)
 
     def work(self, run: Admitted) -> Worked:
         """The Spark work of a run, holding no ledger lock (see the module docs)."""
@@ -276,7 +298,7 @@ class Executor:
             try:
                 with self.ledger.atomic():
                     error = first_line(err) if stopped is None else stopped.cause
-                    self.ledger.finish_run(run.run_id, RunStatus.FAILED, error=error)
+                    self._finish(run, RunStatus.FAILED, error=error)
                     if stopped is not None and stopped.results:
                         self.ledger.record_checks(
                             self.pipeline.name,
@@ -367,7 +389,7 @@ class Executor:
                     origin=Origin.stage(stage.name, epoch, run=kind),
                 )
                 status = RunStatus.DONE_ALREADY if result.repeated else RunStatus.SUCCEEDED
-                self.ledger.finish_run(run.run_id, status, batch_id=result.batch_id)
+                self._finish(run, status, batch_id=result.batch_id)
                 if not result.repeated and (worked.checked or produced.quarantine):
                     self._record_checks(worked)
         except LedgerStorageError as err:

@@ -171,16 +171,13 @@ class SourceInput:
         staged = self._write(handle.time, data)
         message = staged.message
 
-        def commit() -> CommitResult:
-            # ``message`` was made for this call: its key was never committed.
-            if advance_to is None:
-                return rt.ledger.send(p, self.source, self.worker, message, fresh=True)
-            with rt.ledger.atomic():
-                sent = rt.ledger.send(p, self.source, self.worker, message, fresh=True)
-                rt.ledger.advance(p, self.source, self.worker, advance_to, seal=True)
-                return sent
-
-        return self._commit(staged, commit)
+        # ``message`` was made for this call: its key was never committed.
+        return self._commit(
+            staged,
+            lambda: rt.ledger.send(
+                p, self.source, self.worker, message, fresh=True, advance_to=advance_to
+            ),
+        )
 
     def correct(self, epoch: Time, data: DataFrame | str | Path) -> CommitResult:
         """Replace this worker's messages at ``epoch``, an epoch it has reached (or any once

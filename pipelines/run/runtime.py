@@ -206,8 +206,8 @@ class Runtime:
 
         One ledger transaction per stage run commits the previous run, picks the next, resolves
         its input and records its start, with one look at the counts (a run whose work is
-        bookkeeping alone is worked and committed in it too). Between them the ledger
-        stays open for this process unless another process wants it (``Ledger.held``): Spark
+        bookkeeping alone is worked and committed in the one that admits it). Between them the
+        ledger stays open for this process unless another process wants it (``Ledger.held``): Spark
         works with the ledger free for whoever asks. A stateful stage's writer lock is held
         from before its work until its commit or its failure."""
         with self.ledger.held(), self._settled():
@@ -268,12 +268,13 @@ class Runtime:
                     if worked is not None:
                         recorded.append(self.executor.record(worked))
                     admitted, stale = self._admit_next(failed)
-                    while worked is not None and (now := self.executor.instant(admitted)):
-                        try:
-                            recorded.append(self.executor.record(self.executor.work(now)))
-                        except StageFailedError as err:
-                            failed[now.stage.name] = err
-                        admitted, stale = self._admit_next(failed)
+                    with self.ledger.atomic() if self.executor.instant(admitted) else nullcontext():
+                        while now := self.executor.instant(admitted):
+                            try:
+                                recorded.append(self.executor.record(self.executor.work(now)))
+                            except StageFailedError as err:
+                                failed[now.stage.name] = err
+                            admitted, stale = self._admit_next(failed)
                 return (*self.executor.conclude_before(recorded, admitted), stale)
         except LedgerStorageError as err:  # named after the run it stopped
             if isinstance(run := admitted if worked is None else worked.run, Admitted):
@@ -283,8 +284,8 @@ class Runtime:
     def _admit_next(
         self, failed: dict[str, StageFailedError]
     ) -> tuple[Admitted | RunResult | None, list[tuple[str, Time]]]:
-        """The next ready run admitted (not one a stale output above it would change the input
-        of), or else the stale outputs."""
+        """The next ready run admitted (none whose input a stale output would change), else
+        the stale outputs."""
         tracker = self.ledger.tracker(self.pipeline.name)
         stale = [(s, t) for s, t in self.stale() if s not in failed]
         changes = self._outputs.finality.changes
@@ -486,8 +487,7 @@ class Runtime:
 
     def evict(self, stage: str, keys: Sequence[Any]) -> list[Any]:
         """Turn present keys of a partial stage into holes, there and in the partial stages
-        below it (their state and history deleted); returns the keys that were present, in the
-        order asked."""
+        below it (their state and history deleted); returns the keys that were present, in order."""
         return self._reads.evict(stage, keys)
 
     def state_info(self, stage: str) -> StateInfo:

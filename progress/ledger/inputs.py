@@ -22,7 +22,7 @@ from progress.handles import InputHandle
 from progress.ledger import queries
 from progress.ledger.records import CommitResult, MessageEntry, Origin, OriginKind
 from progress.ledger.sessions import Session
-from progress.ledger.writer import committed, write_batch
+from progress.ledger.writer import Pending, committed, write_batches
 from progress.timestamp import Time, time_from_columns, time_to_columns
 from progress.tracker import Update
 
@@ -121,10 +121,14 @@ def advance(
                 f"pipeline {pipeline!r}, source {node!r}, worker {worker}: sealing applies to "
                 f"int epochs only, not {to}; nothing was committed"
             )
+        # What this hold saw the worker send at ``start`` (a send written with this advance
+        # is not in the ledger yet), else what the ledger says.
         if to == start + 1 and arrived is not None and arrived[0] == start:
             sent = {start} if arrived[1] else set()
         else:
             sent = sent_between(s, pipeline, node, worker, start=start, to=to)
+            if arrived is not None and arrived == (start, True):
+                sent.add(start)
         batch: list[Update] = []
         entries: list[MessageEntry] = []
         for epoch in range(start, to):
@@ -189,26 +193,23 @@ def correct(pipeline: str, node: str, worker: int, message: MessageEntry, port: 
     return Action(lambda handle: f"correct:{node}:{worker}:{message.attempt}", effect)
 
 
-def act(s: Session, pipeline: str, node: str, worker: int, action: Action) -> CommitResult:
-    """Run ``action`` on the worker's resumed handle and write its batch and the worker's new
-    capability, in the caller's transaction (once per key)."""
+def act(s: Session, pipeline: str, node: str, worker: int, *actions: Action) -> list[CommitResult]:
+    """Run ``actions`` in turn on the worker's resumed handle and write their batches (one
+    write for all: ``writer.write_batches``) and the worker's new capability, in the caller's
+    transaction (each once per key). An action that raises writes nothing of any."""
     graph = s.graph(pipeline)
     at = worker_time(s, pipeline, node, worker)
     handle = InputHandle.resume(graph, node, worker, at, pipeline=pipeline)
-    key = action.key(handle)
-    first = None if action.fresh(handle) else committed(s, pipeline, key)
-    if first is not None:
-        return first
-    batch, messages, origin = action.effect(handle, s)
-    result = write_batch(
-        s,
-        pipeline=pipeline,
-        graph=graph,
-        batch=batch,
-        key=key,
-        origin=origin,
-        messages=messages,
-    )
+    found: list[CommitResult | None] = []
+    pending: list[Pending] = []
+    for action in actions:
+        key = action.key(handle)
+        first = None if action.fresh(handle) else committed(s, pipeline, key)
+        found.append(first)
+        if first is None:
+            batch, messages, origin = action.effect(handle, s)
+            pending.append(Pending(batch, key, origin, messages))
+    written = iter(write_batches(s, pipeline, graph, pending))
     now = None if handle.closed else handle.time
     if now != at:  # a send leaves it where it was: no write
         t = None if now is None else time_to_columns(now)
@@ -217,4 +218,4 @@ def act(s: Session, pipeline: str, node: str, worker: int, action: Action) -> Co
             [t[0] if t else None, t[1] if t else None, pipeline, node, worker],
         )
     s.cache.workers[pipeline, node, worker] = now
-    return result
+    return [next(written) if first is None else first for first in found]

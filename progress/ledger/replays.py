@@ -126,7 +126,7 @@ def feed(
             )
         where[stream] = at + 1
         action = _action(pipeline, place, f, capability(where))
-        inputs.act(s, pipeline, node, worker, action)
+        inputs.act(s, pipeline, node, worker, action)  # one by one: a revision replaces
         at += 1
         fed += 1
     s.con.execute(

@@ -222,8 +222,11 @@ class Ledger:
         key: str | None = None,
         port: int = 0,
         fresh: bool = False,
+        advance_to: Time | None = None,
     ) -> CommitResult:
-        """Commit a message from an input worker at its current time (idempotent by key).
+        """Commit a message from an input worker at its current time (idempotent by key); with
+        ``advance_to``, then the worker's ``advance(..., advance_to, seal=True)``, written with it
+        (one write of both batches). Returns the send's commit.
 
         The message's time is the epoch its data was checked for: a worker at another time
         now (moved by another process since) raises ``WorkerMovedError``, a closed one
@@ -234,8 +237,10 @@ class Ledger:
         if fresh and (message is None or key is not None):
             raise ValueError("fresh applies to a new message's send without a key of its own")
         key = inputs.send_key(node, worker, message, key)
-        action = inputs.send(pipeline, node, worker, message, port=port, key=key, fresh=fresh)
-        return self._act(pipeline, node, worker, action)
+        actions = [inputs.send(pipeline, node, worker, message, port=port, key=key, fresh=fresh)]
+        if advance_to is not None:
+            actions.append(inputs.advance(pipeline, node, worker, advance_to, seal=True))
+        return self._act(pipeline, node, worker, *actions)
 
     def advance(
         self, pipeline: str, node: str, worker: int, time: Time, *, seal: bool = False
@@ -270,9 +275,10 @@ class Ledger:
             pipeline, node, worker, inputs.correct(pipeline, node, worker, message, port)
         )
 
-    def _act(self, pipeline: str, node: str, worker: int, action: inputs.Action) -> CommitResult:
+    def _act(self, pipeline: str, node: str, worker: int, *actions: inputs.Action) -> CommitResult:
+        """The worker's ``actions`` in one transaction; the first one's commit."""
         with self._sessions.transaction() as s:
-            return inputs.act(s, pipeline, node, worker, action)
+            return inputs.act(s, pipeline, node, worker, *actions)[0]
 
     # -- replayed sources ----------------------------------------------------------------------
 
@@ -310,10 +316,13 @@ class Ledger:
         status: RunStatus,
         batch_id: int | None = None,
         error: str | None = None,
+        *,
+        start: runs.RunStart | None = None,
     ) -> None:
-        """Record how a run ended: ``SUCCEEDED``, ``DONE_ALREADY`` or ``FAILED``."""
+        """Record how a run ended: ``SUCCEEDED``, ``DONE_ALREADY`` or ``FAILED`` (with
+        ``start``, for a run whose start was not recorded: one row for both)."""
         with self._sessions.transaction() as s:
-            runs.finish_run(s, run_id, status, batch_id, error)
+            runs.finish_run(s, run_id, status, batch_id, error, start=start)
 
     def timeline(self, pipeline: str) -> Timeline:
         """The moments recorded for ``pipeline``'s epochs: releases, arrivals, commits

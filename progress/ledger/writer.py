@@ -9,6 +9,7 @@ many epochs have closed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from progress.change_batch import ChangeBatch
 from progress.errors import ForeignLocationError
@@ -64,6 +65,16 @@ def committed(s: Session, pipeline: str, key: str) -> CommitResult | None:
     return CommitResult(row[0], key, repeated=True)
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A batch to write: its updates, its key, who made it and the messages it announces."""
+
+    batch: list[Update]
+    key: str
+    origin: Origin
+    messages: Sequence[MessageEntry] = ()
+
+
 def write_batch(
     s: Session,
     *,
@@ -75,61 +86,95 @@ def write_batch(
     messages: Sequence[MessageEntry],
 ) -> CommitResult:
     """Validate and write one batch with its messages; nothing is written if any is invalid."""
-    con = s.con
+    return write_batches(s, pipeline, graph, [Pending(batch, key, origin, messages)])[0]
+
+
+def write_batches(
+    s: Session, pipeline: str, graph: Graph, pending: Sequence[Pending]
+) -> list[CommitResult]:
+    """Validate and write batches of ``pipeline``, in order, with their messages: one statement
+    for their headers and one for their updates, whatever their number (each statement costs
+    about a millisecond). Nothing is written if any is invalid."""
+    if not pending:
+        return []
+    columns: list[list[tuple[int, str, int, int, int, int]]] = []
+    for p in pending:
+        columns.append(_validated(pipeline, graph, p))
+    s.wrote(pipeline)
+    header = "(nextval('batch_ids'), ?, ?, ?, ?, ?, ?, ?, ?, now(), ?)"
+    params: list[object] = []
+    for p, rows in zip(pending, columns, strict=True):
+        s.cache.uncommitted.discard((pipeline, p.key))
+        o0, o1 = time_to_columns(p.origin.time) if p.origin.time is not None else (None, None)
+        run = None if p.origin.run is None else p.origin.run.value
+        params += [pipeline, p.key, p.origin.kind.value, p.origin.node, p.origin.worker]
+        params += [o0, o1, len(rows), run]
+    ids = dict(
+        s.rows(
+            "INSERT INTO batches (batch_id, pipeline, key, origin, node, worker, t0, t1, "
+            f"n_updates, committed_at, run_kind) VALUES {', '.join([header] * len(pending))} "
+            "RETURNING key, batch_id",
+            params,
+        )
+    )
+    batch_ids = [int(ids[p.key]) for p in pending]
+    updates = [(b, *row) for b, rows in zip(batch_ids, columns, strict=True) for row in rows]
+    if updates:
+        # One list parameter per column: far cheaper to bind than a row of parameters each.
+        lists = [list(c) for c in zip(*updates, strict=True)]
+        s.con.execute(
+            "INSERT INTO updates SELECT unnest(?), ?, unnest(?), unnest(?), unnest(?), "
+            "unnest(?), unnest(?), unnest(?)",
+            [lists[0], pipeline, *lists[1:]],
+        )
+        s.cache.counted(pipeline, graph, [(row[:5], row[5]) for rows in columns for row in rows])
+    if max(batch_ids) - s.watermark() >= COMPACT_EVERY:
+        fold(s, max(batch_ids))
+    for p, batch_id in zip(pending, batch_ids, strict=True):
+        for m in p.messages:
+            _catalog(s, pipeline, m, batch_id)
+    return [CommitResult(b, p.key, repeated=False) for p, b in zip(pending, batch_ids, strict=True)]
+
+
+def _validated(
+    pipeline: str, graph: Graph, p: Pending
+) -> list[tuple[int, str, int, int, int, int]]:
+    """The rows of ``p``'s updates, compacted: ``(kind, node, port, t0, t1, delta)``; updates
+    to locations outside ``graph``, or a time or message it refuses, raise."""
     compacted: ChangeBatch[tuple[int, str, int, int, int]] = ChangeBatch()
-    for location, time, delta in batch:
+    for location, time, delta in p.batch:
         if location not in graph.index:
-            raise ForeignLocationError(pipeline, location, key)
+            raise ForeignLocationError(pipeline, location, p.key)
         validate_time(time, graph.minimum)
         compacted.update((*location_columns(location), *time_to_columns(time)), delta)
-    for m in messages:
+    for m in p.messages:
         graph.node(m.stage)
         validate_time(m.time, graph.minimum)
-    rows = compacted.items()
-    s.wrote(pipeline)
-    s.cache.uncommitted.discard((pipeline, key))
-    o0, o1 = time_to_columns(origin.time) if origin.time is not None else (None, None)
-    run = None if origin.run is None else origin.run.value
-    batch_id: int = con.execute(
-        "INSERT INTO batches (batch_id, pipeline, key, origin, node, worker, t0, t1, n_updates, "
-        "committed_at, run_kind) VALUES (nextval('batch_ids'), ?, ?, ?, ?, ?, ?, ?, ?, now(), ?) "
-        "RETURNING batch_id",
-        [pipeline, key, origin.kind.value, origin.node, origin.worker, o0, o1, len(rows), run],
-    ).fetchone()[0]
-    if rows:
-        # One list parameter per column: far cheaper to bind than a row of parameters each.
-        columns = [list(c) for c in zip(*[(*item, delta) for item, delta in rows], strict=True)]
+    return [(*item, delta) for item, delta in compacted.items()]
+
+
+def _catalog(s: Session, pipeline: str, m: MessageEntry, batch_id: int) -> None:
+    """Catalog message ``m`` of batch ``batch_id`` (after what it replaces), with its reads."""
+    con = s.con
+    t0, t1 = time_to_columns(m.time)
+    if m.replaces:
+        replace(s, pipeline, m)
+    con.execute(
+        "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true)",
+        [pipeline, m.stage, m.port, t0, t1, m.attempt, m.path, m.rows, m.bytes, batch_id],
+    )
+    at = time_from_columns(t0, t1)  # as a read gives it
+    record = MessageRecord(m.stage, m.port, at, m.attempt, m.path, m.rows, m.bytes, batch_id, True)
+    s.cache.added(pipeline, record, (t0, t1))
+    if m.reads:
+        r0, r1 = time_to_columns(m.run_time if m.run_time is not None else m.time)
+        refs = [(r.stage, r.port, *time_to_columns(r.time), r.attempt) for r in m.reads]
+        lists = [list(c) for c in zip(*refs, strict=True)]
         con.execute(
-            "INSERT INTO updates SELECT ?, ?, unnest(?), unnest(?), unnest(?), unnest(?), "
-            "unnest(?), unnest(?)",
-            [batch_id, pipeline, *columns],
+            "INSERT INTO reads SELECT ?, ?, ?, ?, ?, ?, unnest(?), unnest(?), "
+            "unnest(?), unnest(?), unnest(?)",
+            [pipeline, batch_id, m.stage, r0, r1, m.attempt, *lists],
         )
-        s.cache.counted(pipeline, graph, rows)
-    if batch_id - s.watermark() >= COMPACT_EVERY:
-        fold(s, batch_id)
-    for m in messages:
-        t0, t1 = time_to_columns(m.time)
-        if m.replaces:
-            replace(s, pipeline, m)
-        con.execute(
-            "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, true)",
-            [pipeline, m.stage, m.port, t0, t1, m.attempt, m.path, m.rows, m.bytes, batch_id],
-        )
-        at = time_from_columns(t0, t1)  # as a read gives it
-        record = MessageRecord(
-            m.stage, m.port, at, m.attempt, m.path, m.rows, m.bytes, batch_id, True
-        )
-        s.cache.added(pipeline, record, (t0, t1))
-        if m.reads:
-            r0, r1 = time_to_columns(m.run_time if m.run_time is not None else m.time)
-            refs = [(r.stage, r.port, *time_to_columns(r.time), r.attempt) for r in m.reads]
-            columns = [list(c) for c in zip(*refs, strict=True)]
-            con.execute(
-                "INSERT INTO reads SELECT ?, ?, ?, ?, ?, ?, unnest(?), unnest(?), "
-                "unnest(?), unnest(?), unnest(?)",
-                [pipeline, batch_id, m.stage, r0, r1, m.attempt, *columns],
-            )
-    return CommitResult(batch_id, key, repeated=False)
 
 
 def replace(s: Session, pipeline: str, m: MessageEntry) -> None:

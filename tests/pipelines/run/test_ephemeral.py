@@ -18,6 +18,7 @@ from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
 from progress.errors import CaptureError
 from progress.ledger import Ledger
+from progress.run_status import RunStatus
 from tests.fixtures.exports import assert_hard_links
 
 NUMBERS = T.StructType([T.StructField("n", T.LongType()), T.StructField("k", T.LongType())])
@@ -201,12 +202,14 @@ def test_a_keyed_stage_cannot_read_a_join_that_is_not_materialized() -> None:
 
 
 @pytest.mark.spark
-def test_runs_that_are_bookkeeping_alone_commit_in_the_transaction_before_them(
+def test_runs_that_are_bookkeeping_alone_commit_in_the_transaction_that_admits_them(
     tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stage that is not materialized and a sink that links its input's files do no work of
-    their own: each is worked and committed in the ledger transaction that committed the run
-    before it, which then admits the next (``Executor.instant``); what they commit is the same."""
+    their own: each is worked and committed in the ledger transaction that admits it (the one
+    that committed the run before it, if any), which then admits the next
+    (``Executor.instant``), and its run record is one finished row; what they commit is the
+    same."""
     from contextlib import contextmanager
 
     from progress.ledger.sessions import Session, Sessions
@@ -229,9 +232,15 @@ def test_runs_that_are_bookkeeping_alone_commit_in_the_transaction_before_them(
     ran = [(r.stage, r.epoch) for r in rt.run()]
     stages = ["both", "big", "sums", "export"]
     assert ran == [(stage, epoch) for epoch in (0, 1) for stage in stages]
-    # The first run is admitted in a transaction of its own; then one per run of sums (whose
-    # work is a Spark job), with each instant run before the next sums run in it.
-    assert len(outermost) == 4  # 1 + 8 without instant runs
+    # One transaction admits sums at epoch 0 with the instant runs before it, then one per run
+    # of sums (whose work is a Spark job) commits it with the instant runs that follow.
+    assert len(outermost) == 3  # 9 without instant runs
+    for stage in ("both", "big", "export"):
+        for epoch in (0, 1):
+            runs = rt.ledger.history("paid", stage, epoch).runs
+            assert [r.status for r in runs] == [RunStatus.SUCCEEDED]
+            assert runs[0].finished_at is not None
+            assert runs[0].batch_id is not None
     for epoch in (0, 1):
         assert_hard_links(rt.ledger, "paid", "export", "sums", epoch)
         assert [m.path for m in rt.ledger.message("paid", "both", 0, epoch)] == [None]

@@ -15,6 +15,7 @@ from pipelines.run.runtime import Runtime
 from pipelines.spark import footers
 from progress import ClosedHandleError, InvalidInputTimeError, TimeRegressionError, WorkerMovedError
 from progress.ledger import CommitResult, Ledger, MessageEntry
+from progress.timestamp import Time
 from tests.fixtures.shop import ARROW, shop
 from tests.pipelines.run.test_iterate import job_group
 
@@ -189,10 +190,13 @@ class AdvancedMeanwhile(Ledger):
         key: str | None = None,
         port: int = 0,
         fresh: bool = False,
+        advance_to: Time | None = None,
     ) -> CommitResult:
         assert message is not None
         Ledger(self.path).advance(pipeline, node, worker, message.time + 1, seal=True)  # type: ignore[operator]
-        return super().send(pipeline, node, worker, message, key=key, port=port, fresh=fresh)
+        return super().send(
+            pipeline, node, worker, message, key=key, port=port, fresh=fresh, advance_to=advance_to
+        )
 
 
 def test_a_send_is_refused_when_its_worker_moved_after_the_check(
@@ -243,12 +247,16 @@ def test_a_send_that_advances_commits_both_or_neither(
         handle.send(fits, advance_to=-1)
     nothing_committed(rt)
 
-    def failed(*args: object, **kwargs: object) -> CommitResult:
-        raise RuntimeError("the advance failed")
+    from progress.ledger import inputs, writer
 
-    with monkeypatch.context() as m:  # the advance fails after the send: neither commits
-        m.setattr(rt.ledger, "advance", failed)
-        with pytest.raises(RuntimeError, match="the advance failed"):
+    def failed(*args: object, **kwargs: object) -> object:
+        inputs_write(*args, **kwargs)  # both batches written, then the transaction fails
+        raise RuntimeError("the write failed")
+
+    inputs_write = writer.write_batches
+    with monkeypatch.context() as m:  # neither commits
+        m.setattr(inputs, "write_batches", failed)
+        with pytest.raises(RuntimeError, match="the write failed"):
             handle.send(fits, advance_to=1)
     nothing_committed(rt)
     assert handle.epoch == 0

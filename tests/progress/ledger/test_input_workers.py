@@ -277,3 +277,43 @@ def test_a_fresh_send_asks_for_no_earlier_commit_and_its_key_committed_is_refuse
         with pytest.raises(ValueError, match="fresh applies to a new message"):
             ledger.send("bank", CARDS, 0, **{"message": message, **bad}, fresh=True)  # type: ignore[arg-type]
     assert ledger.verify().ok
+
+
+def test_a_send_with_its_advance_is_one_write_and_seals_only_the_epochs_it_did_not_send(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``send(..., advance_to=E)`` writes the send's batch and the advance's in one statement
+    each for headers and updates: the epoch sent at is not sealed, the epochs passed over are
+    (an advance of several epochs, whose query of the sends cannot see the send written with
+    it), the advance keeps its own key (advancing there again is a repeat), and an advance
+    that moves back commits neither."""
+    from progress.ledger import writer
+
+    writes: list[list[str]] = []
+    write = writer.write_batches
+
+    def counted(s: object, pipeline: str, graph: object, pending: list[writer.Pending]) -> object:
+        writes.append([p.key for p in pending])
+        return write(s, pipeline, graph, pending)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("progress.ledger.inputs.write_batches", counted)
+    before = batches(ledger)
+    sent = ledger.send("bank", CARDS, 0, MessageEntry(CARDS, 0, 0, "at-0"), advance_to=3)
+    assert len(writes) == 1
+    assert len(writes[0]) == 2
+    assert batches(ledger) == before + 2
+    assert not sent.repeated
+    assert sent.key == writes[0][0]
+    assert ledger.worker_time("bank", CARDS, 0) == 3
+    assert [m.attempt for m in ledger.message("bank", CARDS, 0, 0)][-1] == "at-0"
+    assert f"empty:{CARDS}:0:0" not in [m.attempt for m in ledger.message("bank", CARDS, 0, 0)]
+    for epoch in (1, 2):
+        assert f"empty:{CARDS}:0:{epoch}" in [
+            m.attempt for m in ledger.message("bank", CARDS, 0, epoch)
+        ]
+    assert ledger.advance("bank", CARDS, 0, 3, seal=True).repeated
+    with pytest.raises(TimeRegressionError):
+        ledger.send("bank", CARDS, 0, MessageEntry(CARDS, 0, 3, "at-3"), advance_to=2)
+    assert batches(ledger) == before + 2
+    assert "at-3" not in [m.attempt for m in ledger.message("bank", CARDS, 0, 3)]
+    assert ledger.verify().ok
