@@ -180,6 +180,8 @@ class Executor:
         started = time.perf_counter()
         ports = [derivation(self.pipeline.stages, upstream) for upstream in stage.inputs]
         bases = [b for port in ports for b in port.bases]
+        read = [(name, 0, epoch) for port in ports for name in (*port.bases, *port.chain)]
+        self.ledger.read_messages(p, read)  # one query for those at the epoch (most kinds' read)
         inputs = [self.resolve(b, epoch) for b in bases]
         for port in ports:  # the messages of what is not materialized are read too
             for name in port.chain:

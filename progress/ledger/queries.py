@@ -6,6 +6,7 @@ log's tail, so their cost depends on what is open, not on how many epochs have c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from progress import sentences
@@ -181,6 +182,29 @@ def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> lis
         found = tuple(sorted((message_record(r) for r in rows), key=lambda m: m.batch_id))
         at[t0, t1] = found
     return list(found)
+
+
+def read_messages(s: Session, pipeline: str, places: Sequence[tuple[str, int, Time]]) -> None:
+    """Read the current messages at each ``(stage, port, time)`` of ``places`` that this hold
+    has not read yet, in one query, for ``message`` to answer from (one query less per place
+    after the first)."""
+    missing: dict[tuple[str, int, int, int], list[MessageRecord]] = {}
+    for stage, port, time in places:
+        t0, t1 = time_to_columns(time)
+        if (t0, t1) not in s.cache.messages.get((pipeline, stage, port), {}):
+            missing[stage, port, t0, t1] = []
+    if len(missing) < 2:  # ``message`` asks for one as cheaply
+        return
+    where = " OR ".join(["(stage = ? AND port = ? AND t0 = ? AND t1 = ?)"] * len(missing))
+    rows = s.rows(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND current AND ({where})",
+        [pipeline, *(v for place in missing for v in place)],
+    )
+    for r in rows:
+        missing[r[0], r[1], r[2], r[3]].append(message_record(r))
+    for (stage, port, t0, t1), found in missing.items():
+        at = s.cache.messages.setdefault((pipeline, stage, port), {})
+        at[t0, t1] = tuple(sorted(found, key=lambda m: m.batch_id))
 
 
 def messages(s: Session, pipeline: str, stage: str, port: int) -> list[MessageRecord]:

@@ -225,15 +225,13 @@ class Ledger:
         advance_to: Time | None = None,
     ) -> CommitResult:
         """Commit a message from an input worker at its current time (idempotent by key); with
-        ``advance_to``, then the worker's ``advance(..., advance_to, seal=True)``, written with it
-        (one write of both batches). Returns the send's commit.
-
-        The message's time is the epoch its data was checked for: a worker at another time
-        now (moved by another process since) raises ``WorkerMovedError``, a closed one
-        ``ClosedHandleError``; nothing is committed. With ``fresh``, the caller made
-        ``message`` for this call (an attempt no commit has used, and no ``key``): no earlier
-        commit is looked for; a key committed before after all is refused by the batches' unique
-        key (a DuckDB constraint error, nothing committed), never counted twice."""
+        ``advance_to``, then ``advance(..., advance_to, seal=True)``, both batches written
+        together. Returns the send's commit. The message's time is the epoch its data was
+        checked for: a worker at another time now (moved by another process since) raises
+        ``WorkerMovedError``, a closed one ``ClosedHandleError``; nothing is committed. With
+        ``fresh``, the caller made ``message`` for this call (an attempt no commit has used, and
+        no ``key``): no earlier commit is looked for; a key committed before after all is refused
+        by the batches' unique key (a DuckDB constraint error, nothing committed)."""
         if fresh and (message is None or key is not None):
             raise ValueError("fresh applies to a new message's send without a key of its own")
         key = inputs.send_key(node, worker, message, key)
@@ -319,8 +317,7 @@ class Ledger:
         *,
         start: runs.RunStart | None = None,
     ) -> None:
-        """Record how a run ended: ``SUCCEEDED``, ``DONE_ALREADY`` or ``FAILED`` (with
-        ``start``, for a run whose start was not recorded: one row for both)."""
+        """Record how a run ended (with ``start``, one whose start was not recorded: one row)."""
         with self._sessions.transaction() as s:
             runs.finish_run(s, run_id, status, batch_id, error, start=start)
 
@@ -508,6 +505,11 @@ class Ledger:
         """The current messages committed at ``(stage, port, time)``."""
         with self._sessions.session() as s:
             return queries.message(s, pipeline, stage, port, time)
+
+    def read_messages(self, pipeline: str, places: Sequence[tuple[str, int, Time]]) -> None:
+        """``message`` of several ``(stage, port, time)`` read ahead in one query."""
+        with self._sessions.session() as s:
+            queries.read_messages(s, pipeline, places)
 
     def messages_as_of(
         self, pipeline: str, stage: str, port: int, epoch: Time

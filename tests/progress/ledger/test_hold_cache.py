@@ -119,6 +119,9 @@ def act(ledger: Ledger, step: tuple[str, int]) -> None:
         run_stage(ledger, STAGES[n % 2], revise=kind == "revise")
     elif kind == "compact":
         ledger.compact()
+    elif kind == "read":  # several places read ahead in one query
+        places = [(PORTS[(n + i) % len(PORTS)], 0, (n // (i + 1)) % 8) for i in range(3)]
+        ledger.read_messages(P, places)
     elif kind == "mark":
         stage, reader = PORTS[n % len(PORTS)], READERS[n % len(READERS)]
         current = ledger.messages(P, stage, 0)
@@ -128,7 +131,7 @@ def act(ledger: Ledger, step: tuple[str, int]) -> None:
 
 STEPS = st.lists(
     st.tuples(
-        st.sampled_from(["send", "advance", "correct", "run", "revise", "compact", "mark"]),
+        st.sampled_from(["send", "advance", "correct", "run", "revise", "compact", "mark", "read"]),
         st.integers(0, 50),
         st.sampled_from(["holder", "holder", "other", "rolled back"]),
     ),
@@ -253,5 +256,38 @@ def test_a_commit_under_a_key_this_hold_found_free_asks_no_query_and_another_hol
         assert commit(holder, "run:other:0")  # a new hold: asked again, and found
         assert asked == ["run:validate:0", "run:other:0", "run:other:0"]  # the other's, ours
         assert holder.verify().ok
+    finally:
+        holder.release()
+
+
+def test_messages_read_ahead_cost_one_query_and_equal_those_asked_one_by_one(
+    tmp_path: Path,
+) -> None:
+    """``read_messages`` reads the places this hold has not read in one query; ``message``
+    then answers each from the hold, the same as a ledger asked afresh."""
+    path = tmp_path / "ledger.duckdb"
+    holder = Ledger(path, lock_timeout=30, linger=60)
+    holder.register(P, bank_graph())
+    for step in [("send", 0), ("send", 1), ("advance", 0), ("send", 3)]:
+        act(holder, step)
+    places = [("card_payments", 0, 0), ("card_payments", 0, 1), ("validate", 0, 0)]
+    try:
+        with holder_session(holder) as s:
+            asked: list[str] = []
+            con = s.con
+
+            class Counting:
+                def execute(self, sql: str, *args: Any) -> Any:
+                    asked.append(sql)
+                    return con.execute(sql, *args)
+
+            counting = Session(Counting(), s._known, s.cache)
+            queries.read_messages(counting, P, places)
+            assert len(asked) == 1
+            got = [queries.message(counting, P, *place) for place in places]
+            assert len(asked) == 1
+            afresh = Session(con, {}, HoldCache(-1))
+            assert got == [queries.message(afresh, P, *place) for place in places]
+            assert [len(m) for m in got] == [2, 1, 0]
     finally:
         holder.release()
