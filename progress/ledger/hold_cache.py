@@ -17,7 +17,10 @@ for what this process writes, which its writers apply here as they write it:
 - the keys found not committed (asked, or a run found pending in the counts), until this
   process commits under one: a run's commit then asks no query of its key;
 - the current messages at a ``(stage, port, time)``, as last read, with the messages this
-  process commits there, until it replaces one there;
+  process commits there, until it replaces one there; and, read once in a hold that asks for
+  more than one place, the newest epoch with a message at each ``(stage, port)``: a place past
+  it held nothing then, so its messages are those this process has committed there since (none
+  to read), unless it replaced one there;
 - each reader's unmarked messages of a port (``progress.ledger.marks``), as last read, with the
   messages this process commits there: a ``run()`` that finds its sinks' new messages asks no
   query until this process replaces or marks a message there.
@@ -81,6 +84,14 @@ class HoldCache:
     )
     """By ``(pipeline, stage, port)``, then time ``(t0, t1)``: the current messages there as
     last read (a time's dropped by ``changed`` there)."""
+    newest: dict[str, dict[tuple[str, int], int]] = field(default_factory=dict)
+    """By pipeline, then ``(stage, port)``: the newest epoch (``t0``) with a message there,
+    current or not, when read in this hold (a port with none is absent)."""
+    rewritten: set[tuple[str, str, int, tuple[int, int]]] = field(default_factory=set)
+    """The places ``(pipeline, stage, port, time)`` where this process replaced messages
+    since ``newest`` was read (what is current there must be read)."""
+    misses: int = 0
+    """How many queries of current messages this hold has made."""
     _counts: dict[str, _Counts] = field(default_factory=dict)
 
     def clear(self) -> None:
@@ -94,6 +105,8 @@ class HoldCache:
         self.uncommitted.clear()
         self.unmarked.clear()
         self.messages.clear()
+        self.newest.clear()
+        self.rewritten.clear()
 
     def changed(self, pipeline: str, stage: str, port: int, at: tuple[int, int] | None) -> None:
         """This process replaced the messages at ``(stage, port)`` at time ``at`` (its
@@ -104,16 +117,30 @@ class HoldCache:
             del self.unmarked[key]
         if at is not None:
             self.messages.get((pipeline, stage, port), {}).pop(at, None)
+            self.rewritten.add((pipeline, stage, port, at))
+
+    def past_newest(self, pipeline: str, stage: str, port: int, at: tuple[int, int]) -> bool:
+        """Whether ``(stage, port)`` had no message at time ``at`` (its columns) when
+        ``newest`` was read, and this process has replaced none there since: its current
+        messages are those this process added there since."""
+        newest = self.newest.get(pipeline)
+        if newest is None or (pipeline, stage, port, at) in self.rewritten:
+            return False
+        last = newest.get((stage, port))
+        return last is None or at[0] > last
 
     def added(self, pipeline: str, record: MessageRecord, at: tuple[int, int]) -> None:
         """This process committed ``record``, a current message at time ``at`` (its columns),
         after any replacement there: the current messages read at that time gain it (the newest
-        batch comes last), and so do the unmarked messages of every reader of its port (its
-        batch is past every mark), in time order."""
+        batch comes last), or are it alone past the newest epoch read (``past_newest``), and so
+        do the unmarked messages of every reader of its port (its batch is past every mark), in
+        time order."""
         port = (pipeline, record.stage, record.port)
         read = self.messages.get(port, {})
         if at in read:
             read[at] = (*read[at], record)
+        elif self.past_newest(pipeline, record.stage, record.port, at):
+            self.messages.setdefault(port, {})[at] = (record,)
         for key, found in self.unmarked.items():
             if key[:3] == port:
                 self.unmarked[key] = tuple(sorted((*found, record), key=_time_order))

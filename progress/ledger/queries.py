@@ -173,7 +173,10 @@ def message(s: Session, pipeline: str, stage: str, port: int, time: Time) -> lis
     t0, t1 = time_to_columns(time)
     at = s.cache.messages.setdefault((pipeline, stage, port), {})
     found = at.get((t0, t1))
+    if found is None and _none_there(s, pipeline, stage, port, (t0, t1)):
+        found = at[t0, t1] = ()
     if found is None:
+        s.cache.misses += 1
         rows = s.rows(  # a few rows: sorted here, which costs DuckDB a third of the query
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND stage = ? "
             "AND port = ? AND t0 = ? AND t1 = ? AND current",
@@ -195,6 +198,10 @@ def read_messages(s: Session, pipeline: str, places: Sequence[tuple[str, int, Ti
             missing[stage, port, t0, t1] = []
     if len(missing) < 2:  # ``message`` asks for one as cheaply
         return
+    missing = {p: [] for p in missing if not _none_there(s, pipeline, p[0], p[1], (p[2], p[3]))}
+    if not missing:
+        return
+    s.cache.misses += 1
     where = " OR ".join(["(stage = ? AND port = ? AND t0 = ? AND t1 = ?)"] * len(missing))
     rows = s.rows(
         f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE pipeline = ? AND current AND ({where})",
@@ -205,6 +212,25 @@ def read_messages(s: Session, pipeline: str, places: Sequence[tuple[str, int, Ti
     for (stage, port, t0, t1), found in missing.items():
         at = s.cache.messages.setdefault((pipeline, stage, port), {})
         at[t0, t1] = tuple(sorted(found, key=lambda m: m.batch_id))
+
+
+def _none_there(s: Session, pipeline: str, stage: str, port: int, at: tuple[int, int]) -> bool:
+    """Whether this hold knows, with no query of the place, that ``(stage, port)`` has no
+    current message at ``at`` (its columns) but those it remembers (``HoldCache.past_newest``).
+    The newest epoch of each port is read at the hold's second query of a place: a hold that
+    asks for one place pays nothing for it."""
+    cache = s.cache
+    if pipeline not in cache.newest:
+        if not cache.misses:
+            return False
+        cache.newest[pipeline] = {
+            (stage, port): t0
+            for stage, port, t0 in s.rows(
+                "SELECT stage, port, max(t0) FROM messages WHERE pipeline = ? GROUP BY ALL",
+                [pipeline],
+            )
+        }
+    return cache.past_newest(pipeline, stage, port, at)
 
 
 def messages(s: Session, pipeline: str, stage: str, port: int) -> list[MessageRecord]:
