@@ -88,8 +88,8 @@ class HoldCache:
     """By pipeline, then ``(stage, port)``: the newest epoch (``t0``) with a message there,
     current or not, when read in this hold (a port with none is absent)."""
     rewritten: set[tuple[str, str, int, tuple[int, int]]] = field(default_factory=set)
-    """The places ``(pipeline, stage, port, time)`` where this process replaced messages
-    since ``newest`` was read (what is current there must be read)."""
+    """The places ``(pipeline, stage, port, time)`` where this process replaced messages in
+    this hold (``past_newest`` does not answer for them: what is current there is read)."""
     misses: int = 0
     """How many queries of current messages this hold has made."""
     _counts: dict[str, _Counts] = field(default_factory=dict)
