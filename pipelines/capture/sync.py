@@ -47,6 +47,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from pipelines.capture import log as capture_log
+from pipelines.spark.footers import parts
 from progress import Tracker
 from progress.capture import DataFile, Event, Messages, Progress, Revision, StreamChecker
 from progress.errors import EpochgateError
@@ -280,11 +281,6 @@ def plan(
 # -- appending ---------------------------------------------------------------------------------
 
 
-def _parts(path: str) -> list[Path]:
-    found = Path(path)
-    return [found] if found.is_file() else sorted(found.glob("*.parquet"))
-
-
 def _link(source: Path, target: Path) -> None:
     """``target`` made the same file as ``source``: a hard link, else a copy (another file
     system); under a temporary name first, so a sync killed here leaves no half file."""
@@ -304,7 +300,7 @@ def _files(directory: Path, index: int, messages: Sequence[StreamMessage]) -> tu
     for m in messages:
         if m.path is None or not m.rows:
             continue
-        for part in _parts(m.path):
+        for part in parts(m.path):
             rows = pq.ParquetFile(part).metadata.num_rows
             if not rows:
                 continue

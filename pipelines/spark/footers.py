@@ -31,6 +31,9 @@ SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 """The footer key under which Spark's Parquet writer keeps the schema of the rows, as JSON."""
 
 
+HIDDEN = ("_", ".")
+"""How the names of the files Spark skips in a directory it reads start."""
+
 FOOTERS_KEPT = 4_096
 """Footers one ``Footers`` keeps (the least recently used go first)."""
 
@@ -56,11 +59,12 @@ class Footers:
 
 
 def parts(path: str | Path) -> list[Path]:
-    """The Parquet files of a message's data directory (or the file itself), in name order."""
+    """The Parquet files of a message's data directory (or the file itself), in name order:
+    those Spark reads from the directory (a name starting with ``_`` or ``.`` is hidden)."""
     p = Path(path)
     if p.is_file():
         return [p]
-    return sorted(p.glob("*.parquet"))
+    return sorted(f for f in p.glob("*.parquet") if not f.name.startswith(HIDDEN))
 
 
 def spark_schema(paths: Sequence[str | Path]) -> StructType | None:
