@@ -138,8 +138,8 @@ class StageWork:
         for (_, paths), declared, schema in zip(
             self.inputs, self.read_schemas, self.empty, strict=True
         ):
-            known = declared or (spark_schema(paths) if paths else None)
-            files = read_files(paths)
+            files = read_files(paths)  # listed once: the schema is read from the first
+            known = declared or (spark_schema(files) if files else None)
             if paths and known is not None:
                 out.append(self.spark.read.schema(known).parquet(*files))
             elif paths:
