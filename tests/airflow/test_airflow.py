@@ -58,7 +58,7 @@ from tests.children import run_in_group
 from tests.environment import without_settings
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow(90)]
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow(80)]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "airflow"

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 from tests.bench.scripts import BENCH, load
 from tests.environment import without_settings
 
-pytestmark = [pytest.mark.spark, pytest.mark.dagster, pytest.mark.slow(65)]
+pytestmark = [pytest.mark.spark, pytest.mark.dagster, pytest.mark.slow(70)]
 
 
 @pytest.mark.sail

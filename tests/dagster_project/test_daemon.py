@@ -51,7 +51,7 @@ from tests.environment import without_settings
 from tests.sockets import accepts, free_port
 from tests.waiting import wait_until as wait_on
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.browser, pytest.mark.slow(130)]
+pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.browser, pytest.mark.slow(150)]
 
 STAGES = [name for name, stage in bank.pipeline().stages.items() if not stage.is_source]
 FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}

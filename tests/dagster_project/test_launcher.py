@@ -48,7 +48,7 @@ pytestmark = [
     pytest.mark.dagster,
     pytest.mark.spark,
     pytest.mark.timeout(1200),
-    pytest.mark.slow(90),
+    pytest.mark.slow(65),
 ]
 
 REEXECUTE = """

@@ -26,7 +26,7 @@ from tests.dagster_project.dagster_dev import REPO, DagsterDev
 from tests.dagster_project.driver import skip_text
 from tests.dagster_project.scenario import Bank
 
-pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.browser]
+pytestmark = [pytest.mark.dagster, pytest.mark.spark, pytest.mark.browser, pytest.mark.slow(43)]
 
 SENSOR = "bank_upqueries"
 RUNS_SCREENSHOT = REPO / "tests" / "artifacts" / "upquery_runs.png"

@@ -66,7 +66,7 @@ pytestmark = [
     pytest.mark.faults,
     pytest.mark.dagster,
     pytest.mark.spark,
-    pytest.mark.slow(120),
+    pytest.mark.slow(150),
     pytest.mark.timeout(2400 if full() else 900),
 ]
 

@@ -34,7 +34,7 @@ pytestmark = [
     pytest.mark.faults,
     pytest.mark.spark,
     pytest.mark.timeout(3600),
-    pytest.mark.slow(125),
+    pytest.mark.slow(150),
 ]
 
 ACCOUNTS = 10

@@ -35,7 +35,7 @@ pytestmark = [
     pytest.mark.faults,
     pytest.mark.spark,
     pytest.mark.timeout(3600),
-    pytest.mark.slow(120),
+    pytest.mark.slow(90),
 ]
 
 ACCOUNTS = 8

@@ -31,7 +31,7 @@ from progress.ledger import CaptureRecord, Ledger, StreamHead
 from tests.fixtures import captures, slow
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow(95)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow(45)]
 
 REPO = Path(__file__).resolve().parents[3]
 CARD_SQL = (

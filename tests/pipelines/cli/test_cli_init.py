@@ -20,7 +20,7 @@ from pipelines.cli.init import FILES, TEMPLATES, render
 from pipelines.cli.main import main
 from tests.environment import without_settings
 
-pytestmark = pytest.mark.slow(70)
+pytestmark = pytest.mark.slow(22)
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent

@@ -25,7 +25,7 @@ from tests.fixtures.partial_reader import SIGNAL
 from tests.fixtures.partials import Raw, ledger_pipeline, writes
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow(100)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow(55)]
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -26,7 +26,7 @@ from progress import Product, Target
 from progress.ledger import scope_name
 from tests.fixtures import chains
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow(100)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow(41)]
 
 REPO = Path(__file__).resolve().parents[3]
 SCOPE = scope_name("chains", "components")

@@ -20,7 +20,7 @@ from tests.fixtures.shop import WORKERS, Shop, oracle, rows_of, shop
 from tests.lock_files import blocked
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow(44)]
 
 
 def test_a_code_change_revised_reaches_every_downstream_output(

@@ -18,7 +18,7 @@ from tests.faults import invariants
 from tests.faults.kills import run_child
 from tests.faults.scenario import Home, new_home, release_late, send_epoch
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow(185)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200), pytest.mark.slow(130)]
 
 ACCOUNTS = 6
 DONE = 4

@@ -41,7 +41,7 @@ from tests.fixtures.exports import (
 )
 from tests.pipelines.cli.places import on, run
 
-pytestmark = pytest.mark.slow(65)
+pytestmark = pytest.mark.slow(40)
 
 REPO = Path(__file__).resolve().parents[3]
 

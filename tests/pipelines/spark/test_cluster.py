@@ -19,7 +19,7 @@ import pytest
 from tests.environment import without_settings
 from tests.spark_cluster import Cluster, can_hide, standalone_cluster
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow(60)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow(75)]
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from tests.pipelines.spark.conformance import BANK_CASE, run_cases
 from tests.sockets import accepts, free_port, listening, loopback
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow(250)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow(190)]
 
 EPOCHGATE = Path(sys.executable).parent / "epochgate"
 PID_GLOB = "connect/*/pid/*.pid"

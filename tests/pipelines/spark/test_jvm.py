@@ -181,7 +181,7 @@ def test_a_maker_that_finds_the_lock_held_leaves_at_once(
 
 
 @pytest.mark.spark
-@pytest.mark.slow(80)
+@pytest.mark.slow(25)
 def test_the_archive_is_made_once_in_the_background_and_a_session_maps_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,7 +27,7 @@ from tests.pipelines.spark.conformance import run_cases
 from tests.sockets import accepts, free_port
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.spark, pytest.mark.sail, pytest.mark.slow(70)]
+pytestmark = [pytest.mark.spark, pytest.mark.sail, pytest.mark.slow(95)]
 
 REPO = Path(__file__).resolve().parents[3]
 EPOCHGATE = Path(sys.executable).parent / "epochgate"

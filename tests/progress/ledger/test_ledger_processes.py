@@ -19,7 +19,7 @@ from tests.faults.recorder import full
 from tests.progress.ledger.scenario import bank_graph
 from tests.progress.ledger.worker import batch
 
-pytestmark = [pytest.mark.ledger, pytest.mark.faults, pytest.mark.slow(60)]
+pytestmark = [pytest.mark.ledger, pytest.mark.faults, pytest.mark.slow(57)]
 
 REPO = Path(__file__).resolve().parents[3]
 
