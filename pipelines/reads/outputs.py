@@ -111,7 +111,8 @@ class OutputReads:
         if found.build is not None:  # not materialized: computed as its readers compute it
             if not messages_read(self.pipeline, self.ledger, stage, epoch):
                 raise PipelineError(f"stage {stage!r} has no message at epoch {epoch}")
-            return found.apply([self.committed(b, epoch) for b in found.bases], epoch)
+            frames = [self.committed(b, epoch) for b in found.bases]
+            return found.apply(frames, [None] * len(frames), epoch)  # columns: not known
         return self._frame(stage, epoch, self._message_paths(stage, epoch))
 
     def quarantined(self, stage: str, epoch: Time) -> DataFrame:

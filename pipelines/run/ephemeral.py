@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelines.run.work import Build
+from pipelines.run.work import Build, Columns
 from pipelines.stages.kinds import JoinStage, Stage, TransformStage
 from progress import Time
 
@@ -39,9 +39,11 @@ class Derivation:
     chain: tuple[str, ...]
     build: Build | None
 
-    def apply(self, frames: Sequence[DataFrame], epoch: Time) -> DataFrame:
-        """The input, from one frame per base."""
-        return frames[0] if self.build is None else self.build(frames, epoch)
+    def apply(
+        self, frames: Sequence[DataFrame], columns: Sequence[Columns], epoch: Time
+    ) -> DataFrame:
+        """The input, from one frame per base (with its columns, where known)."""
+        return frames[0] if self.build is None else self.build(frames, columns, epoch)
 
 
 def derivation(stages: Mapping[str, Stage], name: str) -> Derivation:
@@ -65,11 +67,15 @@ def derivation(stages: Mapping[str, Stage], name: str) -> Derivation:
     chain = (*(c for part in parts for c in part.chain), name)
     recompute = stage.recompute
 
-    def build(frames: Sequence[DataFrame], epoch: Time) -> DataFrame:
-        inputs, at = [], 0
+    def build(frames: Sequence[DataFrame], columns: Sequence[Columns], epoch: Time) -> DataFrame:
+        inputs: list[DataFrame] = []
+        known: list[Columns] = []  # a part recomputed here: its columns are not known
+        at = 0
         for part in parts:
-            inputs.append(part.apply(frames[at : at + len(part.bases)], epoch))
-            at += len(part.bases)
-        return recompute(inputs, epoch)
+            end = at + len(part.bases)
+            inputs.append(part.apply(frames[at:end], columns[at:end], epoch))
+            known.append(columns[at] if part.build is None else None)
+            at = end
+        return recompute(inputs, epoch, known)
 
     return Derivation(bases, chain, build)

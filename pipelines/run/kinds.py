@@ -122,7 +122,7 @@ class JoinRun(KindRun[JoinStage]):
     def compute(self, stage: JoinStage, work: StageWork) -> Produced:
         if not stage.materialize:
             return _NOTHING_WRITTEN
-        return work.write(stage.recompute(work.frames, work.epoch))
+        return work.write(stage.recompute(work.frames, work.epoch, work.columns))
 
     def instant(self, stage: JoinStage, work: StageWork) -> bool:
         return not stage.materialize

@@ -32,9 +32,14 @@ if TYPE_CHECKING:
 Resolved = tuple[list[MessageRef], list[str]]
 """An input's current messages at an epoch: their references and their data paths."""
 
-Build = Callable[["Sequence[DataFrame]", Time], "DataFrame"]
+Columns = tuple[str, ...] | None
+"""A frame's columns when they are known without asking the engine (its files are read with a
+known schema), else None."""
+
+Build = Callable[["Sequence[DataFrame]", Sequence[Columns], Time], "DataFrame"]
 """How an input that is not materialized is recomputed from the frames of the stages whose
-files hold its data, at an epoch (``pipelines.run.ephemeral``)."""
+files hold its data (with their columns, where known), at an epoch
+(``pipelines.run.ephemeral``)."""
 
 
 def read_files(paths: Sequence[str]) -> list[str]:
@@ -130,32 +135,66 @@ class StageWork:
         return self.lazy_spark.session()
 
     @cached_property
-    def frames(self) -> list[DataFrame]:
-        """One DataFrame per input port, built once, each read with its columns known: a
-        source's files were checked against its schema on send, and a stage's files carry
-        Spark's schema in their footers (``pipelines.spark.footers``), so no Spark job infers it."""
-        out: list[DataFrame] = []
+    def _read_with(self) -> list[tuple[list[str], StructType | None]]:
+        """Per entry of ``inputs``: the files to read and the schema to read them with, if
+        known: a source's (its files were checked against it on send), the one Spark wrote in
+        their footers (``pipelines.spark.footers``), or for no files the empty frame's."""
+        out: list[tuple[list[str], StructType | None]] = []
         for (_, paths), declared, schema in zip(
             self.inputs, self.read_schemas, self.empty, strict=True
         ):
             files = read_files(paths)  # listed once: the schema is read from the first
-            known = declared or (spark_schema(files) if files else None)
-            if paths and known is not None:
-                out.append(self.spark.read.schema(known).parquet(*files))
-            elif paths:
-                out.append(self.spark.read.parquet(*files))
-            else:
+            if not paths:
                 assert schema is not None
-                out.append(empty_frame(self.spark, schema))
+                out.append((files, schema))
+            else:
+                out.append((files, declared or (spark_schema(files) if files else None)))
+        return out
+
+    @cached_property
+    def frames(self) -> list[DataFrame]:
+        """One DataFrame per input port, built once, each read with its columns known where
+        they are (``_read_with``), so no Spark job infers them."""
+        out: list[DataFrame] = []
+        for files, known in self._read_with:
+            if not files and known is not None:
+                out.append(empty_frame(self.spark, known))
+            elif known is not None:
+                out.append(self.spark.read.schema(known).parquet(*files))
+            else:
+                out.append(self.spark.read.parquet(*files))
         if not self.derives:
             return out
+        columns = self._entry_columns
         ports: list[DataFrame] = []
         at = 0
         for count, build in self.derive:
             read = out[at : at + count]
-            ports.append(read[0] if build is None else build(read, self.epoch))
+            ports.append(
+                read[0] if build is None else build(read, columns[at : at + count], self.epoch)
+            )
             at += count
         return ports
+
+    @property
+    def _entry_columns(self) -> list[Columns]:
+        """Per entry of ``inputs``: the columns it is read with, where known."""
+        return [
+            None if known is None else tuple(known.fieldNames()) for _, known in self._read_with
+        ]
+
+    @property
+    def columns(self) -> list[Columns]:
+        """Per input port, the columns of its frame in ``frames`` when they are known without
+        asking the engine (a port recomputed in this run: None)."""
+        if not self.derives:
+            return self._entry_columns
+        out: list[Columns] = []
+        at = 0
+        for count, build in self.derive:
+            out.append(self._entry_columns[at] if build is None else None)
+            at += count
+        return out
 
     @property
     def derives(self) -> bool:

@@ -210,7 +210,12 @@ class TransformStage(Stage):
     def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
         return None if frames[0] is None else self.fn(frames[0])
 
-    def recompute(self, frames: Sequence[DataFrame], epoch: Time) -> DataFrame:
+    def recompute(
+        self,
+        frames: Sequence[DataFrame],
+        epoch: Time,
+        columns: Sequence[tuple[str, ...] | None] = (),
+    ) -> DataFrame:
         """Its output from its input's frame (in a reader's run when it is not materialized)."""
         return self.fn(frames[0])
 
@@ -275,17 +280,28 @@ class JoinStage(Stage):
             return None
         return left.join(right, on=list(self.on), how=self.how)
 
-    def recompute(self, frames: Sequence[DataFrame], epoch: Time) -> DataFrame:
-        """The join of the two frames; a missing ``on`` column is refused naming the side."""
+    def recompute(
+        self,
+        frames: Sequence[DataFrame],
+        epoch: Time,
+        columns: Sequence[tuple[str, ...] | None] = (),
+    ) -> DataFrame:
+        """The join of the two frames; a missing ``on`` column is refused naming the side.
+        ``columns``: each frame's columns where they are known without asking the engine (on
+        Spark Connect, ``DataFrame.columns`` is a round trip to the server)."""
         left, right = frames
-        for side, upstream, frame in zip(("left", "right"), self.inputs, frames, strict=True):
-            missing = missing_columns(self.on, frame.columns)
+        known = list(columns) or [None, None]
+        for side, upstream, frame, given in zip(
+            ("left", "right"), self.inputs, frames, known, strict=True
+        ):
+            have = tuple(frame.columns) if given is None else given
+            missing = missing_columns(self.on, have)
             if missing:  # before Spark's own error, which names neither side nor stage
                 raise StageFailedError(
                     self.name,
                     epoch,
                     f"join column {missing[0]!r} (on={list(self.on)}) is not in the {side} "
-                    f"input {upstream!r}, whose columns are {', '.join(frame.columns)}",
+                    f"input {upstream!r}, whose columns are {', '.join(have)}",
                     column=missing[0],
                 )
         return left.join(right, on=list(self.on), how=self.how)

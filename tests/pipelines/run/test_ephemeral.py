@@ -14,6 +14,7 @@ from pipelines.errors import PipelineDefinitionError
 from pipelines.examples import bank
 from pipelines.examples.bank_data import DemoData, Oracle, generate
 from pipelines.examples.demo import verify_outputs
+from pipelines.run.executor import Admitted
 from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
 from progress.errors import CaptureError
@@ -246,3 +247,28 @@ def test_runs_that_are_bookkeeping_alone_commit_in_the_transaction_that_admits_t
         assert [m.path for m in rt.ledger.message("paid", "both", 0, epoch)] == [None]
     assert [(s.published, s.last_published) for s in rt.sinks()] == [(2, 1)]
     assert rt.run() == []
+
+
+@pytest.mark.spark
+def test_a_run_knows_the_columns_of_what_it_reads_as_the_engine_does(
+    tmp_path: Path, spark: SparkSession
+) -> None:
+    """The columns a run reads its inputs with, known without asking the engine, are those of
+    the frames Spark reads (a join checks its ``on`` columns with them: on Spark Connect,
+    asking a frame for its columns is a round trip to the server); an input recomputed in the
+    run has none known."""
+    p = joined_pipeline()
+    p.join("written", "orders", "payments", on=["order_id"])
+    rt = Runtime(p, Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
+    send_joined(rt, tmp_path / "inputs")
+    for stage in ("both", "big"):
+        rt.run_stage(stage, 0)
+    with rt.ledger.session():
+        written = rt.executor.admit("written", 0)
+        sums = rt.executor.admit("sums", 0)
+    assert isinstance(written, Admitted)
+    assert isinstance(sums, Admitted)
+    read = [tuple(frame.columns) for frame in written.work.frames]
+    assert written.work.columns == read == [("order_id", "cents"), ("order_id", "paid")]
+    assert sums.work.columns == [None]
+    assert sums.work.frames[0].columns == ["order_id", "cents", "paid"]
