@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pipelines.run.work import Build, Columns
-from pipelines.stages.kinds import JoinStage, Stage, TransformStage
+from pipelines.run.work import Build
+from pipelines.stages.kinds import Columns, JoinStage, Stage, TransformStage
 from progress import Time
 
 if TYPE_CHECKING:

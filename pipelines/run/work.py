@@ -21,6 +21,7 @@ from pipelines.spark.empty import empty_frame
 from pipelines.spark.footers import one_file_schema, parts, spark_schema
 from pipelines.spark.session import LazySpark
 from pipelines.stages.expectations import Expectation
+from pipelines.stages.kinds import Columns
 from progress import Time
 from progress.ledger import CheckEntry, Ledger, MessageRef
 from state_store import KeyedState
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
 
 Resolved = tuple[list[MessageRef], list[str]]
 """An input's current messages at an epoch: their references and their data paths."""
-
-Columns = tuple[str, ...] | None
-"""A frame's columns when they are known without asking the engine (its files are read with a
-known schema), else None."""
 
 Build = Callable[["Sequence[DataFrame]", Sequence[Columns], Time], "DataFrame"]
 """How an input that is not materialized is recomputed from the frames of the stages whose
@@ -166,15 +163,10 @@ class StageWork:
         if not self.derives:
             return out
         columns = self._entry_columns
-        ports: list[DataFrame] = []
-        at = 0
-        for count, build in self.derive:
-            read = out[at : at + count]
-            ports.append(
-                read[0] if build is None else build(read, columns[at : at + count], self.epoch)
-            )
-            at += count
-        return ports
+        return [
+            out[at] if build is None else build(out[at:end], columns[at:end], self.epoch)
+            for at, end, build in self._ports
+        ]
 
     @property
     def _entry_columns(self) -> list[Columns]:
@@ -187,12 +179,19 @@ class StageWork:
     def columns(self) -> list[Columns]:
         """Per input port, the columns of its frame in ``frames`` when they are known without
         asking the engine (a port recomputed in this run: None)."""
+        entries = self._entry_columns
         if not self.derives:
-            return self._entry_columns
-        out: list[Columns] = []
+            return entries
+        return [entries[at] if build is None else None for at, _, build in self._ports]
+
+    @property
+    def _ports(self) -> list[tuple[int, int, Build | None]]:
+        """Per input port, when one is not materialized: the slice of ``inputs`` it is made of
+        (start, end) and how (``derive``)."""
+        out: list[tuple[int, int, Build | None]] = []
         at = 0
         for count, build in self.derive:
-            out.append(self._entry_columns[at] if build is None else None)
+            out.append((at, at + count, build))
             at += count
         return out
 

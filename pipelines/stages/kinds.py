@@ -44,7 +44,11 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_ROUNDS = 100
 
-ColumnsOf = Callable[[str], tuple[str, ...] | None]
+Columns = tuple[str, ...] | None
+"""A frame's columns when they are known without asking the engine (its files are read with a
+known schema), else None."""
+
+ColumnsOf = Callable[[str], Columns]
 """The output columns of a stage, by name, when its definition fixes them."""
 
 
@@ -214,7 +218,7 @@ class TransformStage(Stage):
         self,
         frames: Sequence[DataFrame],
         epoch: Time,
-        columns: Sequence[tuple[str, ...] | None] = (),
+        columns: Sequence[Columns] = (),
     ) -> DataFrame:
         """Its output from its input's frame (in a reader's run when it is not materialized)."""
         return self.fn(frames[0])
@@ -284,7 +288,7 @@ class JoinStage(Stage):
         self,
         frames: Sequence[DataFrame],
         epoch: Time,
-        columns: Sequence[tuple[str, ...] | None] = (),
+        columns: Sequence[Columns] = (),
     ) -> DataFrame:
         """The join of the two frames; a missing ``on`` column is refused naming the side.
         ``columns``: each frame's columns where they are known without asking the engine (on
