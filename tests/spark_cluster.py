@@ -9,13 +9,16 @@ disk of the driver's). That needs root and ``unshare``; ``can_hide()`` says whet
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +28,7 @@ from typing import Any
 
 from pipelines.spark import jvm
 from pipelines.spark._internals import SPARK_CLASS_SCRIPT, pyspark_home
-from tests.sockets import accepts, free_port
+from tests.sockets import accepts, listening
 
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -42,9 +45,7 @@ class Cluster:
     url: str
     web: int
     """The master's web UI port (its ``/json/`` says which workers are alive)."""
-    ports: list[int]
-    """Every port the master and the workers listen on."""
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    processes: list[subprocess.Popen[bytes]]
     workers: list[int] = field(default_factory=list)
     """Each worker's web UI port (its ``/json/`` lists the executors it ran)."""
 
@@ -84,32 +85,40 @@ def standalone_cluster(
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
         "SPARK_DAEMON_JAVA_OPTS": jvm.options(),  # the master's and workers'
         "PYSPARK_PYTHON": sys.executable,
+        "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",  # no REST server on 6066
     }
     root.mkdir(parents=True, exist_ok=True)
-    port, web = free_port(), free_port()
-    cluster = Cluster(f"spark://{HOST}:{port}", web, [port, web])
+    processes: list[subprocess.Popen[bytes]] = []
+    deadline = time.monotonic() + 180
     try:
-        master = [script, MASTER_CLASS, "--host", HOST, "--port", str(port)]
-        cluster.processes.append(_start([*master, "--webui-port", str(web)], env, root / "master"))
+        # Port 0 everywhere: each JVM binds a port of its own choosing, and says which in its
+        # log (the master) or to the master (the workers); a port chosen beforehand could be
+        # taken by another process before the JVM binds it.
+        master = [script, MASTER_CLASS, "--host", HOST, "--port", "0", "--webui-port", "0"]
+        processes.append(_start(master, env, root / "master"))
+        url, web = _master_address(processes, root, deadline)
+        cluster = Cluster(url, web, processes)
         for n in range(workers):
-            wport, wweb = free_port(), free_port()
-            command = [script, WORKER_CLASS, "--host", HOST, "--port", str(wport)]
-            command += ["--webui-port", str(wweb), "--cores", "1", "--memory", memory]
-            command += ["--work-dir", str(root / f"work-{n}"), cluster.url]
+            command = [script, WORKER_CLASS, "--host", HOST, "--port", "0", "--webui-port", "0"]
+            command += ["--cores", "1", "--memory", memory]
+            command += ["--work-dir", str(root / f"work-{n}"), url]
             if hidden is not None:
                 command = ["unshare", "--mount", "sh", "-c", HIDE, "sh", str(hidden), *command]
-            cluster.processes.append(_start(command, env, root / f"worker-{n}"))
-            cluster.ports += [wport, wweb]
-            cluster.workers.append(wweb)
-        _wait_for_workers(cluster, workers, root, deadline=time.monotonic() + 180)
+            processes.append(_start(command, env, root / f"worker-{n}"))
+        cluster.workers = _wait_for_workers(cluster, workers, root, deadline=deadline)
         yield cluster
     finally:
-        stop(cluster)
+        stop(processes)
 
 
-def stop(cluster: Cluster) -> None:
-    """Workers first (each ends its executors), then the master: SIGTERM, then SIGKILL."""
-    for process in reversed(cluster.processes):
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    """Workers first (each ends its executors), then the master: SIGTERM, then SIGKILL; then
+    nothing listens on any port they listened on."""
+    ports: set[int] = set()
+    for process in processes:
+        with contextlib.suppress(OSError):  # already gone
+            ports |= {port for _, port in listening(process.pid)}
+    for process in reversed(processes):
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
         try:
@@ -118,9 +127,9 @@ def stop(cluster: Cluster) -> None:
             process.kill()
             process.wait(timeout=10)
     end = time.monotonic() + 30
-    while any(accepts(p) for p in cluster.ports) and time.monotonic() < end:
+    while any(accepts(p) for p in ports) and time.monotonic() < end:
         time.sleep(0.2)
-    left = [p for p in cluster.ports if accepts(p)]
+    left = sorted(p for p in ports if accepts(p))
     assert not left, f"something still listens on the cluster's ports {left}"
 
 
@@ -137,18 +146,40 @@ def _start(command: list[str], env: dict[str, str], log: Path) -> subprocess.Pop
         )
 
 
-def _wait_for_workers(cluster: Cluster, workers: int, root: Path, *, deadline: float) -> None:
+def _exited(processes: list[subprocess.Popen[bytes]], root: Path) -> None:
+    for process in processes:
+        if process.poll() is not None:
+            logs = "\n".join(p.read_text()[-1500:] for p in sorted(root.glob("*.log")))
+            raise AssertionError(f"a cluster process exited ({process.args!r}):\n{logs}")
+
+
+def _master_address(
+    processes: list[subprocess.Popen[bytes]], root: Path, deadline: float
+) -> tuple[str, int]:
+    """The master's URL and web UI port, as its log says once it has bound them."""
+    log = root / "master.log"
     while True:
-        for process in cluster.processes:
-            if process.poll() is not None:
-                logs = "\n".join(p.read_text()[-1500:] for p in sorted(root.glob("*.log")))
-                raise AssertionError(f"a cluster process exited ({process.args}):\n{logs}")
+        _exited(processes, root)
+        text = log.read_text(errors="replace") if log.exists() else ""
+        url = re.search(r"Starting Spark master at (spark://\S+)", text)
+        web = re.search(r"Successfully started service 'MasterUI' on port (\d+)", text)
+        if url and web:
+            return url.group(1), int(web.group(1))
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the master did not start in time:\n{text[-3000:]}")
+        time.sleep(0.2)
+
+
+def _wait_for_workers(cluster: Cluster, workers: int, root: Path, *, deadline: float) -> list[int]:
+    """Each alive worker's web UI port, once ``workers`` have registered with the master."""
+    while True:
+        _exited(cluster.processes, root)
         try:
             alive = [w for w in cluster.state()["workers"] if w["state"] == "ALIVE"]
         except OSError:
             alive = []
         if len(alive) == workers:
-            return
+            return [urllib.parse.urlsplit(w["webuiaddress"]).port or 0 for w in alive]
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(alive)} of {workers} workers registered in time")
         time.sleep(0.5)
