@@ -13,7 +13,8 @@ epoch may be emitted only once both inputs are complete, one of them with a work
 delivers each epoch late (after the other input has moved on). The tools, each in its own
 process, fed the files in the same order: epochgate (a ``Pipeline`` and a ``Runtime``) on local
 Spark and on Sail (``spark_session("sail")``: a Sail server started for the process), a plain
-PySpark script on local Spark (each epoch once all of its files are there, one session), and
+PySpark script on the same two engines (each epoch once all of its files are there, one
+session: what the engine alone takes, with nothing durable but the output files), and
 bytewax 0.21 and Pathway 0.33 each in its fastest exact form (a completeness gate on per-file end
 markers: ``peers/bytewax_tool.py``, ``peers/pathway_tool.py``) and in its naive form, closing
 epochs by watermark as their windowing documentation does (``peers/*_watermark.py``).
@@ -46,10 +47,13 @@ from peers.record import Recorder, Run
 from peers.report import (
     NAIVE,
     NAMES,
+    ON_SAIL,
     PEAK_ROWS,
+    PLAIN,
     PLAIN_OVERHEAD,
     SAIL_PEAK_MB,
     SAIL_SPEEDUP,
+    SPARK_TOOLS,
     TOOLS,
     Figure,
     Goal,
@@ -92,9 +96,9 @@ PLANS = {
     "full": Plan((Size(rows=100_000, epochs=20), Size(rows=1_000_000, epochs=10)), repeats=3),
 }
 SAIL = "sail"
-"""The engine setting of epochgate's Sail runs: a Sail server started for the process, a child
-of it, so its memory counts in the tool's tree (a ``sc://`` URL of a server started apart would
-run too, its memory not counted)."""
+"""The engine setting of the Sail runs (epochgate's and the plain script's): a Sail server
+started for the process, a child of it, so its memory counts in the tool's tree (a ``sc://`` URL
+of a server started apart would run too, its memory not counted)."""
 
 
 def run_tool(tool: str, feed: Feed, home: Path, spark: SparkSession | None = None) -> Run:
@@ -102,15 +106,15 @@ def run_tool(tool: str, feed: Feed, home: Path, spark: SparkSession | None = Non
     its engine; one is started, outside the timing, when not given)."""
     rec = Recorder(feed)
     home.mkdir(parents=True, exist_ok=True)
-    if tool in ("epochgate", "epochgate-sail", "plain"):
+    if tool in SPARK_TOOLS:
         from peers.spark_tools import run_epochgate, run_plain
 
         if spark is None:
             from pipelines.spark.session import quiet, spark_session
 
-            spark = spark_session(SAIL if tool == "epochgate-sail" else None)
+            spark = spark_session(SAIL if tool in ON_SAIL else None)
             quiet(spark)
-        out = (run_plain if tool == "plain" else run_epochgate)(feed, spark, home, rec)
+        out = (run_plain if tool in PLAIN else run_epochgate)(feed, spark, home, rec)
     elif tool == "bytewax":
         from peers.bytewax_tool import run_bytewax
 
@@ -276,7 +280,9 @@ def section(
         "",
         "Workloads: `sum`, a running sum per account (100,000 accounts at full size); `join`, "
         "orders joined with payments per epoch, payments' worker 1 one epoch late. Tools: "
-        "epochgate on local Spark and on Sail; the plain PySpark script on local Spark; "
+        "epochgate on local Spark and on Sail; the plain PySpark script on local Spark and "
+        "on Sail (the same Spark calls and nothing else: no ledger, no check of a delivered "
+        "file, no durable record but the output files); "
         "bytewax and Pathway at their fastest exact form (a completeness gate on per-file end "
         "markers), and each closing epochs by watermark (the naive rows, on the join only: "
         "the running sum has no late worker). rows/s: input rows "

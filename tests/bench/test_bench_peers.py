@@ -1,8 +1,9 @@
 """The peers bench at a tiny size: every tool runs both workloads in this process and is
 checked against the oracle; the figures themselves are for ``BENCH_SIZE=full``, never asserted
-in a test. What is asserted is what the bench exists to show: epochgate, on local Spark and on
-Sail (in a process of its own, with its Sail server), and each peer's exact form emit no epoch
-before it is complete, and the peers' watermark forms emit the late worker's epochs early."""
+in a test. What is asserted is what the bench exists to show: epochgate and the plain script, on
+local Spark and on Sail (in a process of its own, with its Sail server), and each peer's exact
+form emit no epoch before it is complete, and the peers' watermark forms emit the late
+worker's epochs early."""
 
 from __future__ import annotations
 
@@ -34,12 +35,12 @@ def test_every_tool_runs_both_workloads_and_only_the_watermark_forms_emit_early(
         # A process holds a local session or a Connect one, not both: Sail's run in its own.
         runner=lambda tool, feed, home: (
             bench.in_subprocess(tool, feed, home)
-            if tool == "epochgate-sail"
+            if tool in bench.ON_SAIL
             else bench.run_tool(tool, feed, home, spark)
         ),
     )
     by = {(f.workload, f.tool): f for f in figures}
-    exact = ("epochgate", "epochgate-sail", "plain", "bytewax", "pathway")
+    exact = ("epochgate", "epochgate-sail", "plain", "plain-sail", "bytewax", "pathway")
     assert set(by) == {("sum", t) for t in exact} | {("join", t) for t in bench.TOOLS}
     for tool in exact:
         assert by["sum", tool].exact, by["sum", tool]
@@ -67,6 +68,7 @@ def test_every_tool_runs_both_workloads_and_only_the_watermark_forms_emit_early(
     assert "<!-- bench_peers:start -->" in text
     assert "| 400 | join | bytewax 0.21 |" in text
     assert "| 400 | join | epochgate, Sail |" in text
+    assert "| 400 | join | plain PySpark, Sail |" in text
     assert "- machine: " in text
     assert (tmp_path / "plots" / "peers_throughput.png").stat().st_size > 0
 
@@ -254,3 +256,23 @@ def test_each_repeat_runs_every_tool_in_turn(tmp_path: Path) -> None:
         ("epochgate", 2, True),
         ("plain", 2, True),
     ]
+
+
+@pytest.mark.unit
+def test_the_plain_script_is_set_beside_epochgate_on_its_own_engine_only() -> None:
+    """The plain script on Sail ahead of epochgate on Sail is said; beside epochgate on local
+    Spark it says nothing about epochgate (another engine): the bytewax line still is."""
+    load("bench_peers")  # puts bench/ on the path
+    from peers.record import Run
+    from peers.report import Figure, faster_peers, figure
+
+    def at(tool: str, seconds: float) -> Figure:
+        run = Run(tool, "join", 1000, seconds, {0: 0.0}, {0: seconds}, [], 0, 10**8, "")
+        return figure(1000, [run], [0])
+
+    figures = [at("epochgate", 4.0), at("epochgate-sail", 2.0), at("plain-sail", 0.5)]
+    figures.append(at("bytewax", 1.0))
+    lines = faster_peers(figures)
+    assert "plain PySpark, Sail is 4.00x the throughput of epochgate, Sail" in lines[0]
+    assert not any("plain PySpark, Sail" in line and "epochgate, Spark" in line for line in lines)
+    assert any("bytewax 0.21 is 4.00x the throughput of epochgate, Spark" in x for x in lines)
