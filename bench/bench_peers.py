@@ -95,6 +95,8 @@ PLANS = {
     "fast": Plan((Size(rows=2_000, epochs=5, accounts=200, customers=50),), repeats=1),
     "full": Plan((Size(rows=100_000, epochs=20), Size(rows=1_000_000, epochs=10)), repeats=3),
 }
+WIDTH = max(len(name) for name in NAMES.values())
+"""The column of the tools' names in the lines printed as each run ends."""
 SAIL = "sail"
 """The engine setting of the Sail runs (epochgate's and the plain script's): a Sail server
 started for the process, a child of it, so its memory counts in the tool's tree (a ``sc://`` URL
@@ -200,7 +202,7 @@ def measure(
                     latencies = run.latencies()
                     latency = f"{sorted(latencies)[len(latencies) // 2]:.2f}s" if latencies else "-"
                     print(
-                        f"  {NAMES[tool]:<17} run {repeat + 1}: {run.seconds:.1f}s, "
+                        f"  {NAMES[tool]:<{WIDTH}} run {repeat + 1}: {run.seconds:.1f}s, "
                         f"{run.throughput:,.0f} rows/s, close->output {latency}, "
                         f"{run.peak_rss / 1e6:,.0f} MB, wrong {epochs(bad)}, "
                         f"early {epochs(run.premature)}",

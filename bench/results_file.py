@@ -202,12 +202,12 @@ def plot_links(results: Path, plots: Sequence[Path]) -> list[str]:
 
 
 def save_plot(fig: Any, path: Path) -> Path:
-    """Write a matplotlib figure of a bench as the PNG ``path`` (its legend small, its layout
-    tight) and free it."""
+    """Write a matplotlib figure of a bench as the PNG ``path`` (its legend small unless the
+    plot placed its own, its layout tight) and free it."""
     import matplotlib.pyplot as plt
 
     for ax in fig.axes:
-        if ax.get_legend_handles_labels()[0]:
+        if ax.get_legend() is None and ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -307,7 +307,7 @@ def plots(figures: list[Figure], directory: Path) -> list[Path]:
         ("peers_throughput.png", "rows/s (log)", lambda f: f.throughput),
         ("peers_latency.png", "epoch close -> committed output, s", lambda f: f.latency or 0.0),
     ):
-        fig, ax = plt.subplots(figsize=(8, 4))
+        fig, ax = plt.subplots(figsize=(10, 4))
         width = 0.8 / len(TOOLS)
         for i, tool in enumerate(TOOLS):
             xs, ys = [], []
@@ -324,5 +324,6 @@ def plots(figures: list[Figure], directory: Path) -> list[Path]:
         ax.set_ylabel(label)
         if name == "peers_throughput.png":
             ax.set_yscale("log")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # off the bars
         made.append(save_plot(fig, directory / name))
     return made
