@@ -32,7 +32,7 @@ def test_every_tool_runs_both_workloads_and_only_the_watermark_forms_emit_early(
         plan,
         bench.TOOLS,
         tmp_path / "work",
-        # A process holds a local session or a Connect one, not both: Sail's run in its own.
+        # A process holds a local session or a Connect one, not both: Sail's runs in their own.
         runner=lambda tool, feed, home: (
             bench.in_subprocess(tool, feed, home)
             if tool in bench.ON_SAIL
