@@ -28,7 +28,7 @@ from pipelines.spark._internals import (
     refused_client,
     silence_query_context_loggers,
 )
-from pipelines.spark.connect_token import client_url, redacted, refusal_reason
+from pipelines.spark.connect_token import LOOPBACK_HOSTS, client_url, redacted, refusal_reason
 from pipelines.spark.engine import mark_sail
 
 if TYPE_CHECKING:
@@ -110,7 +110,8 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     """A session for ``master`` (see the module docs); reuses the active one when it matches.
 
     For ``sc://`` the server's own settings apply; of ``conf`` only the ``spark.sql.*`` ones
-    (session settings) are sent. A Connect URL with no server answering fails at once, naming
+    (session settings) are sent. The URL of a Sail server ``epochgate sail start`` runs here
+    opens the session ``sail`` would. A Connect URL with no server answering fails at once, naming
     the URL, instead of retrying for minutes.
     """
     from pyspark.sql import SparkSession
@@ -119,10 +120,10 @@ def spark_session(master: str | None = None, conf: dict[str, str] | None = None)
     if url in SAIL_ENGINES:
         from pipelines.spark.sail import server_url  # a Sail server's, started if need be
 
-        spark = _connect_session(server_url(url), {**LOCAL_CONF, **(conf or {})})
-        mark_sail(spark)
-        return spark
+        return _sail_session(server_url(url), conf)
     if url.startswith(CONNECT_SCHEME):
+        if _started_sail(url):
+            return _sail_session(url, conf)
         return _connect_session(url, conf or {})
     if url.startswith("local"):
         # Python UDF workers run on this interpreter (and see this environment's packages).
@@ -162,6 +163,25 @@ def local_bind(master: str, conf: dict[str, str], local_ip: str | None) -> dict[
     return dict.fromkeys(BIND_KEYS, LOOPBACK)
 
 
+def _sail_session(url: str, conf: dict[str, str] | None) -> SparkSession:
+    """A session on a Sail server of this machine's: a Sail server takes no settings when it
+    starts (a Connect server epochgate starts does), so its sessions are given the local ones."""
+    spark = _connect_session(url, {**LOCAL_CONF, **(conf or {})})
+    mark_sail(spark)
+    return spark
+
+
+def _started_sail(url: str) -> bool:
+    """Whether ``url`` is that of a Sail server ``epochgate sail start`` runs on this machine
+    (a session on it is opened as ``sail`` opens one)."""
+    host, port = connect_address(url)
+    if host not in LOOPBACK_HOSTS:
+        return False
+    from pipelines.spark.sail import status
+
+    return status(port).running
+
+
 def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
     from pyspark.sql import SparkSession
 
@@ -176,7 +196,7 @@ def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
         socket.create_connection((host, port), timeout=5.0).close()
     except OSError as err:
         hint = ""
-        if host in ("127.0.0.1", "localhost"):
+        if host in LOOPBACK_HOSTS:
             flag = "" if port == CONNECT_DEFAULT_PORT else f" --port {port}"
             hint = f"; start one with: epochgate spark start{flag}"
         raise SparkUnavailableError(

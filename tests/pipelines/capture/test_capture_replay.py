@@ -1,5 +1,6 @@
 """Capture, then replay: `bank` captured as it runs with a late worker, replayed into fresh
-pipelines on other ledgers, gives the same outputs epoch by epoch, on any number of workers."""
+pipelines on other ledgers, gives the same outputs epoch by epoch, on any number of workers,
+and those of the DuckDB oracle over the raw inputs."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from pipelines.examples.bank import (
     update_balances,
     validate_cards,
 )
+from pipelines.examples.bank_data import Oracle
+from pipelines.examples.demo import verify_outputs
 from pipelines.run.runtime import Runtime
 from pipelines.stages.pipeline import Pipeline
 from pipelines.testing import rows_of
@@ -91,6 +94,8 @@ def test_a_replayed_stage_stream_gives_the_same_outputs_on_another_ledger(
         assert sorted(ours.rows, key=repr) == sorted(theirs.rows, key=repr)
     assert down.replay() == 0  # nothing new: nothing fed twice
     assert {s.stage: s.done for s in down.status()}["category_totals"] == tuple(EPOCHS)
+    # Every replayed stage at every epoch, and lookups as of each, against SQL over the raw files.
+    assert verify_outputs(down, Oracle(upstream.home / "raw"), captures.EPOCHS, accounts) == []
 
 
 @pytest.mark.parametrize("workers", [1, 2, 5])

@@ -40,6 +40,8 @@ def run_cases(env: dict[str, str], basetemp: Path, *, without: tuple[str, ...] =
     )
     said = done.stdout[-6000:] + done.stderr[-2000:]
     assert done.returncode == 0, said
+    skipped = re.findall(r"^(?:SKIPPED|XFAIL|XPASS)\b.*$", done.stdout, re.MULTILINE)
+    assert not skipped, f"cases that did not run as cases: {skipped}\n{said}"
     passed = set(re.findall(r"^PASSED \S+::(\w+)", done.stdout, re.MULTILINE))
     wanted = [case.__name__ for case in CASES.values() if case.__name__ not in without]
     missing = sorted(name for name in wanted if name not in passed)

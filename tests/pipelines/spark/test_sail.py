@@ -54,6 +54,17 @@ def epochgate(*args: str, home: Path, timeout: float = 60.0) -> subprocess.Compl
     )
 
 
+PROBE = """
+import sys
+from pipelines.spark.engine import engine_of
+from pipelines.spark.session import spark_session
+spark = spark_session(sys.argv[1])
+keys = ("session.timeZone", "shuffle.partitions")
+print(engine_of(spark).name, *(spark.conf.get(f"spark.sql.{k}") for k in keys))
+"""
+"""The engine of a session opened on a URL, and two of its settings."""
+
+
 def alive(pid: int) -> bool:
     """Whether a thread of ``pid`` still runs (the servers' own rule: ``servers.ended``)."""
     return not ended(pid)
@@ -98,6 +109,18 @@ def test_start_status_stop_and_sail_uses_the_started_server(home: Path) -> None:
     assert "8 stages x 2 epochs verified" in demo.stdout
     assert not (home / "sail" / "owned").exists()  # it started no server of its own
     assert alive(pid)
+    # Its URL opens the session ``sail`` opens: known as Sail, with the local settings.
+    probe = subprocess.run(
+        [sys.executable, "-c", PROBE, f"sc://127.0.0.1:{port}"],
+        env=environment(home),
+        cwd=home.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert probe.stdout.split() == ["sail", "UTC", "4"], probe.stdout + probe.stderr[-2000:]
 
     stopped = epochgate("sail", "stop", "--port", str(port), home=home)
     assert stopped.stdout.strip() == f"stopped the Sail server on port {port} (pid {pid}, SIGTERM)"
