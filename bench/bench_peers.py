@@ -13,8 +13,9 @@ epoch may be emitted only once both inputs are complete, one of them with a work
 delivers each epoch late (after the other input has moved on). The tools, each in its own
 process, fed the files in the same order: epochgate (a ``Pipeline`` and a ``Runtime``) on local
 Spark and on Sail (``spark_session("sail")``: a Sail server started for the process), a plain
-PySpark script on the same two engines (each epoch once all of its files are there, one
-session: what the engine alone takes, with nothing durable but the output files), and
+PySpark script on the same two engines (each epoch once all of its files are there, in one
+Spark job, one session: what the engine alone takes, with nothing durable but its output
+files; for the running sum, each epoch's table of every account's total), and
 bytewax 0.21 and Pathway 0.33 each in its fastest exact form (a completeness gate on per-file end
 markers: ``peers/bytewax_tool.py``, ``peers/pathway_tool.py``) and in its naive form, closing
 epochs by watermark as their windowing documentation does (``peers/*_watermark.py``).
@@ -34,6 +35,7 @@ each size's figures come from one run, said with its date and command.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -99,8 +101,8 @@ WIDTH = max(len(name) for name in NAMES.values())
 """The column of the tools' names in the lines printed as each run ends."""
 SAIL = "sail"
 """The engine setting of the Sail runs (epochgate's and the plain script's): a Sail server
-started for the process, a child of it, so its memory counts in the tool's tree (a ``sc://`` URL
-of a server started apart would run too, its memory not counted)."""
+started for the process, a child of it, so its memory counts in the tool's tree (each tool's
+process has a state directory of its own, where no server started apart is found)."""
 
 
 def run_tool(tool: str, feed: Feed, home: Path, spark: SparkSession | None = None) -> Run:
@@ -145,8 +147,11 @@ def in_subprocess(tool: str, feed: Feed, home: Path) -> Run:
     done = home / "run.json"
     command = [sys.executable, str(Path(__file__).resolve()), "--one", tool, "--home", str(home)]
     log = home / "log.txt"
+    # A home of its own: a Sail server ``epochgate sail start`` left running is not found, so
+    # a Sail tool starts its own, a child whose memory counts in the tool's tree.
+    env = {**os.environ, "EPOCHGATE_HOME": str(home / "epochgate-home")}
     with log.open("w") as out:
-        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT)
+        code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     if code != 0 or not done.exists():
         tail = "\n".join(log.read_text().splitlines()[-30:])
         raise RuntimeError(f"{tool} on {feed.workload} failed (exit {code}):\n{tail}")
@@ -283,15 +288,18 @@ def section(
         "Workloads: `sum`, a running sum per account (100,000 accounts at full size); `join`, "
         "orders joined with payments per epoch, payments' worker 1 one epoch late. Tools: "
         "epochgate on local Spark and on Sail; the plain PySpark script on local Spark and "
-        "on Sail (the same Spark calls and nothing else: no ledger, no check of a delivered "
-        "file, no durable record but the output files); "
+        "on Sail (each epoch in one Spark job and nothing else: no ledger, no check of a "
+        "delivered file, nothing durable but its output files, for the running sum each "
+        "epoch's table of every account's total, the accounts it moved its output); "
         "bytewax and Pathway at their fastest exact form (a completeness gate on per-file end "
         "markers), and each closing epochs by watermark (the naive rows, on the join only: "
         "the running sum has no late worker). rows/s: input rows "
-        "over the seconds from the first file delivered to the last output; close->output: "
-        "from the arrival of an epoch's last file to its committed output, over the epochs not "
-        "emitted early; peak memory: the sum of the high-water marks of the tool's processes "
-        "(Python, Spark's JVM, the Sail server); correctness: epochs whose final output "
+        "over the seconds from the first file handed to the tool to the last output; "
+        "close->output: from the handing over of an epoch's last file to its committed output "
+        "(epochgate's: published by its sink), over the epochs not emitted early; peak memory: "
+        "the sum of the high-water marks of the tool's processes (Python, Spark's JVM, the "
+        "Sail server) when its run ended, before the bench gathers its output into one file; "
+        "correctness: epochs whose final output "
         "differs from the DuckDB oracle (wrong) and epochs emitted before they were complete "
         "(early).",
         "",

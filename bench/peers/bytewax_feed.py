@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from bytewax.inputs import DynamicSource, StatelessSourcePartition
@@ -78,40 +79,50 @@ class FeedSource(DynamicSource[Item]):
         return _FeedPartition(self.feed, self.rec)
 
 
-Out = tuple[int, list[tuple[Any, ...]]]
-"""Output rows of one epoch, with that epoch."""
+Out = tuple[int, list[tuple[Any, ...]] | pa.Table]
+"""Output of one epoch, with that epoch: rows that start with the epoch, or a table of the
+workload's other columns (``COLUMNS``, in order)."""
 
 
 class _Collect(StatelessSinkPartition[Any]):
-    def __init__(self, rec: Recorder, rows: list[tuple[Any, ...]]) -> None:
+    def __init__(self, rec: Recorder, sink: Collect) -> None:
         self.rec = rec
-        self.rows = rows
+        self.sink = sink
 
     def write_batch(self, items: list[Any]) -> None:
         epochs = set()
         for item in items:
             epoch, rows = item[1] if isinstance(item[0], str) else item  # keyed or not
-            self.rows += rows
+            if isinstance(rows, pa.Table):
+                self.sink.tables.append((epoch, rows))
+            else:
+                self.sink.rows += rows
             epochs.add(epoch)
         for epoch in sorted(epochs):
             self.rec.emitted(epoch)
 
 
 class Collect(DynamicSink[Any]):
-    """Keeps each output row (``Out``, or ``(key, Out)``) and records its epoch's emission."""
+    """Keeps each epoch's output (``Out``, or ``(key, Out)``) as it comes, rows or tables, and
+    records its epoch's emission."""
 
     def __init__(self, rec: Recorder) -> None:
         self.rec = rec
         self.rows: list[tuple[Any, ...]] = []
+        self.tables: list[tuple[int, pa.Table]] = []
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _Collect:
-        return _Collect(self.rec, self.rows)
+        return _Collect(self.rec, self)
 
-
-def write(rows: list[tuple[Any, ...]], workload: str, out: Path) -> Path:
-    """The output rows as one Parquet file, in the workload's columns."""
-    names = COLUMNS[workload]
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-    arrays = {n: pa.array(c, pa.int64()) for n, c in zip(names, columns, strict=True)}
-    pq.write_table(pa.table(arrays), out)
-    return out
+    def write(self, workload: str, out: Path) -> Path:
+        """Everything kept, as one Parquet file in the workload's columns."""
+        names = COLUMNS[workload]
+        columns = list(zip(*self.rows, strict=True)) if self.rows else [() for _ in names]
+        arrays = {n: pa.array(c, pa.int64()) for n, c in zip(names, columns, strict=True)}
+        parts = [pa.table(arrays)]
+        for epoch, table in self.tables:
+            cast = [table.column(i).cast(pa.int64()) for i in range(table.num_columns)]
+            epochs = pa.array(np.full(table.num_rows, epoch, np.int64))
+            parts.append(pa.table([epochs, *cast], names=list(names)))
+        pq.write_table(pa.concat_tables(parts), out)
+        return out

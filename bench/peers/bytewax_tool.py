@@ -32,13 +32,13 @@ import pyarrow as pa
 from bytewax.dataflow import Dataflow, Stream
 from bytewax.testing import run_main
 
-from peers.bytewax_feed import Collect, End, FeedSource, Item, Out, Rows, write
+from peers.bytewax_feed import Collect, End, FeedSource, Item, Out, Rows
 from peers.record import Recorder
 from peers.workloads import Feed
 
 Epoch = tuple[int, dict[str, pa.Table]]
 """A released epoch: its number and, per source, every row of its files."""
-Move = tuple[int, list[int], list[int]]
+Move = tuple[int, np.ndarray, np.ndarray]
 """An epoch's sums for the accounts of one shard: the epoch, the accounts, their sums."""
 
 
@@ -88,9 +88,30 @@ SHARDS = 64
 accounts' totals."""
 
 
+@dataclass
+class Totals:
+    """One shard's running totals: its accounts, sorted, and their totals (NumPy arrays)."""
+
+    accounts: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    totals: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+    def add(self, accounts: np.ndarray, sums: np.ndarray) -> np.ndarray:
+        """Add an epoch's ``sums`` (one per account, ``accounts`` distinct); the new totals of
+        ``accounts``, in their order."""
+        if not np.isin(accounts, self.accounts, assume_unique=True).all():
+            merged = np.union1d(self.accounts, accounts)
+            totals = np.zeros(len(merged), np.int64)
+            totals[np.searchsorted(merged, self.accounts)] = self.totals
+            self.accounts, self.totals = merged, totals
+        at = np.searchsorted(self.accounts, accounts)
+        self.totals[at] += sums
+        new: np.ndarray = self.totals[at]
+        return new
+
+
 def running_sum(epochs: Stream[Epoch]) -> Stream[Any]:
     """Per account: the epoch's sum (Arrow), then the running total in keyed state, one key
-    per shard of the accounts."""
+    per shard of the accounts, each shard's totals in NumPy arrays."""
 
     def deltas(released: Epoch) -> list[tuple[str, Move]]:
         epoch, tables = released
@@ -101,22 +122,19 @@ def running_sum(epochs: Stream[Epoch]) -> Stream[Any]:
         order = np.argsort(shard, kind="stable")
         bounds = np.searchsorted(shard[order], np.arange(SHARDS + 1))
         return [
-            (str(k), (epoch, accounts[part].tolist(), amounts[part].tolist()))
+            (str(k), (epoch, accounts[part], amounts[part]))
             for k in range(SHARDS)
             if len(part := order[bounds[k] : bounds[k + 1]])
         ]
 
     keyed = op.flat_map("deltas", epochs, deltas)
 
-    def add(totals: dict[int, int] | None, move: Move) -> tuple[dict[int, int], Out]:
-        totals = totals if totals is not None else {}
+    def add(state: Totals | None, move: Move) -> tuple[Totals, Out]:
+        state = state if state is not None else Totals()
         epoch, accounts, amounts = move
-        rows = []
-        for account, delta in zip(accounts, amounts, strict=True):
-            total = totals.get(account, 0) + delta
-            totals[account] = total
-            rows.append((epoch, account, total))
-        return totals, (epoch, rows)
+        totals = state.add(accounts, amounts)
+        rows = pa.table({"account": accounts, "total": totals})
+        return state, (epoch, rows)
 
     return op.stateful_map("running_total", keyed, add)  # type: ignore[arg-type]
 
@@ -132,11 +150,7 @@ def per_customer_join(epochs: Stream[Epoch]) -> Stream[Any]:
         sums = both.group_by("customer").aggregate(
             [("order_id", "count"), ("cents", "sum"), ("paid", "sum")]
         )
-        columns = [
-            sums.column(c).to_pylist()
-            for c in ("customer", "order_id_count", "cents_sum", "paid_sum")
-        ]
-        return epoch, [(epoch, *row) for row in zip(*columns, strict=True)]
+        return epoch, sums.select(["customer", "order_id_count", "cents_sum", "paid_sum"])
 
     return op.map("join", epochs, joined)
 
@@ -148,4 +162,5 @@ def run_bytewax(feed: Feed, home: Path, rec: Recorder) -> Path:
     sink = Collect(rec)
     op.output("out", build(epochs), sink)
     run_main(flow)
-    return write(sink.rows, feed.workload, home / "output.parquet")
+    rec.stop()
+    return sink.write(feed.workload, home / "output.parquet")

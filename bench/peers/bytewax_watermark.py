@@ -22,7 +22,7 @@ from bytewax.dataflow import Dataflow, Stream
 from bytewax.operators.windowing import EventClock, TumblingWindower, fold_window
 from bytewax.testing import run_main
 
-from peers.bytewax_feed import Collect, FeedSource, Item, Out, Rows, write
+from peers.bytewax_feed import Collect, FeedSource, Item, Out, Rows
 from peers.record import Recorder
 from peers.workloads import Feed
 
@@ -145,4 +145,5 @@ def run_bytewax_watermark(feed: Feed, home: Path, rec: Recorder) -> Path:
     sink = Collect(rec)
     op.output("out", build(items, rec), sink)
     run_main(flow)
-    return write(sink.rows, feed.workload, home / "output.parquet")
+    rec.stop()
+    return sink.write(feed.workload, home / "output.parquet")

@@ -167,6 +167,7 @@ def run_form(
     pw.io.subscribe(result, on_change=on_change)
     pw.io.subscribe(rows.reduce(step=pw.reducers.max(pw.this.step)), on_change=on_step)
     pw.run(monitoring_level=pw.MonitoringLevel.NONE)
+    rec.stop()
     final = settle(feed, rec, changes, steps)
     out = home / "output.parquet"
     columns = list(zip(*final, strict=True)) if final else [() for _ in names]

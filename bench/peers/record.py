@@ -75,6 +75,9 @@ class Recorder:
     premature: set[int] = field(default_factory=set)
     late_rows: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    peak: int | None = None
+    """The tree's peak memory when the tool's run ended (``stop``), before the bench gathers
+    its output into one file."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
@@ -111,6 +114,11 @@ class Recorder:
         with self._lock:
             self.premature.add(epoch)
 
+    def stop(self) -> None:
+        """The tool's run has ended: its peak memory is read now, before the bench's own work
+        of gathering the output into one file adds to it."""
+        self.peak = peak_rss()
+
     def finish(self, tool: str, output: Path) -> Run:
         seconds = max([*self.emitted_at.values(), *self.closed_at.values(), 0.0])
         return Run(
@@ -122,7 +130,7 @@ class Recorder:
             emitted_at=dict(self.emitted_at),
             premature=sorted(self.premature),
             late_rows=self.late_rows,
-            peak_rss=peak_rss(),
+            peak_rss=self.peak if self.peak is not None else peak_rss(),
             output=str(output),
             phases=dict(self.phases),
         )

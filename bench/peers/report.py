@@ -269,7 +269,7 @@ def faster_peers(figures: list[Figure]) -> list[str]:
                     f"{NAMES[f.tool]}'s close->output is {f.latency:.2f} s against "
                     f"{NAMES[ours.tool]}'s {ours.latency:.2f} s {where}"
                 )
-            if f.peak_mb < ours.peak_mb and f.tool in STREAMING:
+            if f.peak_mb < ours.peak_mb:
                 engine = "Spark's JVM" if ours.tool == "epochgate" else "the Sail server"
                 lines.append(
                     f"{NAMES[f.tool]}'s peak memory is {f.peak_mb:,.0f} MB against "

@@ -4,7 +4,6 @@ epoch once all of its files are there, one session)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
@@ -49,43 +48,48 @@ def per_customer(joined: DataFrame) -> DataFrame:
 # -- epochgate -------------------------------------------------------------------------------
 
 
-def pipeline(workload: str) -> tuple[Pipeline, str]:
-    """The workload's pipeline and the stage whose output is the result."""
+EXPORT = "export"
+"""The sink that publishes the result: an epoch's output is out once it has published it."""
+
+
+def pipeline(workload: str) -> Pipeline:
+    """The workload's pipeline: its result published by the ``EXPORT`` sink."""
     if workload == "sum":
         p = Pipeline("peers_sum")
         moves = p.source("moves", schema=MOVES, workers=2)
         p.aggregate("totals", moves, key=["account"], aggs={"total": ("sum", "amount")})
-        p.sink("export", "totals", path="export")
-        return p, "totals"
+        p.sink(EXPORT, "totals", path="export")
+        return p
     p = Pipeline("peers_join")
     orders = p.source("orders", schema=ORDERS)
     payments = p.source("payments", schema=PAYMENTS, workers=2)
     # The join is not written: per_customer joins and sums in one Spark job, as plain does.
     paid = p.join("paid", orders, payments, on=["order_id", "customer"], materialize=False)
     p.transform("per_customer", paid, fn=per_customer)
-    p.sink("export", "per_customer", path="export")
-    return p, "per_customer"
+    p.sink(EXPORT, "per_customer", path="export")
+    return p
 
 
 def run_epochgate(feed: Feed, spark: SparkSession, home: Path, rec: Recorder) -> Path:
-    p, result = pipeline(feed.workload)
+    p = pipeline(feed.workload)
     rt = Runtime(p, Ledger(home / "ledger.duckdb"), spark, home / "data")
 
     def on_result(r: RunResult) -> None:
         rec.spent(f"stage {r.stage}", r.seconds)
-        if r.stage == result:
+        if r.stage == EXPORT:
             rec.emitted(int(r.epoch))  # type: ignore[arg-type]
 
     rec.start()
     for step in feed.steps:
+        rec.delivered()  # the file is handed over: what the send does is epochgate's time
         started = time.perf_counter()
         # The worker's one file of the epoch, and the epoch complete for it: one commit.
         rt.input(step.source, step.worker).send(step.path, advance_to=step.epoch + 1)
         sent = time.perf_counter()
         rec.spent("send and advance", sent - started)
-        rec.delivered()
         rt.run(on_result=on_result)
         rec.spent("run", time.perf_counter() - sent)
+    rec.stop()
     out = home / "output.parquet"
     cols = ", ".join(COLUMNS[feed.workload])
     exported = f"{rt.sink_path('export')}/*/*.parquet"
@@ -99,9 +103,14 @@ def run_epochgate(feed: Feed, spark: SparkSession, home: Path, rec: Recorder) ->
 # -- plain PySpark ---------------------------------------------------------------------------
 
 
+STATE = T.StructType([T.StructField("account", T.LongType()), T.StructField("total", T.LongType())])
+
+
 def run_plain(feed: Feed, spark: SparkSession, home: Path, rec: Recorder) -> Path:
-    """After each file, run every epoch whose files have all arrived (in epoch order: the
-    running sum carries its state, a Parquet table per epoch, from one to the next)."""
+    """After each file, run every epoch whose files have all arrived (in epoch order). The
+    running sum keeps its state as a Parquet table per epoch, ``moved=true`` the accounts the
+    epoch moved (its output) and ``moved=false`` the others: one Spark job an epoch (the
+    previous table, full outer join the epoch's sums, written partitioned)."""
     arrived: dict[int, int] = {}
     expected = sum(feed.workers.values())
     done = -1
@@ -118,19 +127,18 @@ def run_plain(feed: Feed, spark: SparkSession, home: Path, rec: Recorder) -> Pat
             per_customer(joined).write.parquet(target)
             return
         delta = read("moves", epoch).groupBy("account").agg(F.sum("amount").alias("delta"))
-        state = (
-            spark.read.parquet(str(home / "state" / str(epoch - 1)))
-            if epoch > 0
-            else spark.createDataFrame([], "account long, total long")
+        if epoch == 0:
+            state = spark.createDataFrame([], STATE)
+        else:
+            state = spark.read.schema(STATE).parquet(str(outputs / f"epoch={epoch - 1}"))
+        new = state.join(delta, "account", "full").select(
+            "account",
+            (F.coalesce(F.col("total"), F.lit(0)) + F.coalesce(F.col("delta"), F.lit(0))).alias(
+                "total"
+            ),
+            F.col("delta").isNotNull().alias("moved"),
         )
-        new = delta.join(state, "account", "left").select(
-            "account", (F.coalesce(F.col("total"), F.lit(0)) + F.col("delta")).alias("total")
-        )
-        new = new.cache()
-        new.write.parquet(target)
-        kept = state.join(new.select("account"), "account", "left_anti")
-        kept.unionByName(new).write.parquet(str(home / "state" / str(epoch)))
-        new.unpersist()
+        new.write.partitionBy("moved").parquet(target)
 
     rec.start()
     for step in feed.steps:
@@ -140,11 +148,13 @@ def run_plain(feed: Feed, spark: SparkSession, home: Path, rec: Recorder) -> Pat
             done += 1
             run_epoch(done)
             rec.emitted(done)
+    rec.stop()
     out = home / "output.parquet"
     cols = ", ".join(COLUMNS[feed.workload])
+    files = f"{outputs}/*/*.parquet" if feed.workload == "join" else f"{outputs}/*/*/*.parquet"
+    moved = "" if feed.workload == "join" else " WHERE moved"
     duckdb.sql(
-        f"COPY (SELECT {cols} FROM read_parquet('{outputs}/*/*.parquet', "
-        f"hive_partitioning = true)) TO '{out}' (FORMAT parquet)"
+        f"COPY (SELECT {cols} FROM read_parquet('{files}', hive_partitioning = true){moved}) "
+        f"TO '{out}' (FORMAT parquet)"
     )
-    shutil.rmtree(home / "state", ignore_errors=True)
     return out
