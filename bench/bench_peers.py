@@ -99,6 +99,9 @@ PLANS = {
 }
 WIDTH = max(len(name) for name in NAMES.values())
 """The column of the tools' names in the lines printed as each run ends."""
+PATHWAY_TOOLS = ("pathway", "pathway-watermark")
+PATHWAY_THREADS_ENV = "PATHWAY_THREADS"
+"""Pathway's engine threads, read when it starts (``peers/pathway_tool.py``)."""
 SAIL = "sail"
 """The engine setting of the Sail runs (epochgate's and the plain script's): a Sail server
 started for the process, a child of it, so its memory counts in the tool's tree (each tool's
@@ -150,6 +153,8 @@ def in_subprocess(tool: str, feed: Feed, home: Path) -> Run:
     # A home of its own: a Sail server ``epochgate sail start`` left running is not found, so
     # a Sail tool starts its own, a child whose memory counts in the tool's tree.
     env = {**os.environ, "EPOCHGATE_HOME": str(home / "epochgate-home")}
+    if tool in PATHWAY_TOOLS:  # its engine on every core (one thread unless told)
+        env.setdefault(PATHWAY_THREADS_ENV, str(os.cpu_count() or 1))
     with log.open("w") as out:
         code = subprocess.call(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     if code != 0 or not done.exists():

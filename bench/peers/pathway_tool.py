@@ -21,6 +21,11 @@ run each, on a loaded 2-core machine:
 ``gate-join`` is Pathway's row in the bench: the one exact form, and as fast as the other within
 the noise of those runs. Both spend most of their time handing rows to the engine one ``next()``
 at a time (``pathway_feed``).
+
+Its engine runs on as many threads as the machine has cores (``PATHWAY_THREADS``, set for its
+process by ``bench_peers``; Pathway's default is one): at 100,000 rows/epoch, 20 epochs, one run
+each on a quiet 2-core machine, two threads against one gave sum 69,059 against 57,135 rows/s
+and join 112,319 against 103,892.
 """
 
 from __future__ import annotations
