@@ -92,7 +92,7 @@ def run_epochgate(feed: Feed, spark: SparkSession, home: Path, rec: Recorder) ->
     rec.stop()
     out = home / "output.parquet"
     cols = ", ".join(COLUMNS[feed.workload])
-    exported = f"{rt.sink_path('export')}/*/*.parquet"
+    exported = f"{rt.sink_path(EXPORT)}/*/*.parquet"
     duckdb.sql(
         f"COPY (SELECT {cols} FROM read_parquet('{exported}', hive_partitioning = true)) "
         f"TO '{out}' (FORMAT parquet)"

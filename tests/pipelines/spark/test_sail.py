@@ -65,6 +65,20 @@ print(engine_of(spark).name, *(spark.conf.get(f"spark.sql.{k}") for k in keys))
 """The engine of a session opened on a URL, and two of its settings."""
 
 
+def python(home: Path, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """This interpreter in a child with ``home`` as the state directory."""
+    return subprocess.run(
+        [sys.executable, *args],
+        env=environment(home),
+        cwd=home.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def alive(pid: int) -> bool:
     """Whether a thread of ``pid`` still runs (the servers' own rule: ``servers.ended``)."""
     return not ended(pid)
@@ -110,16 +124,7 @@ def test_start_status_stop_and_sail_uses_the_started_server(home: Path) -> None:
     assert not (home / "sail" / "owned").exists()  # it started no server of its own
     assert alive(pid)
     # Its URL opens the session ``sail`` opens: known as Sail, with the local settings.
-    probe = subprocess.run(
-        [sys.executable, "-c", PROBE, f"sc://127.0.0.1:{port}"],
-        env=environment(home),
-        cwd=home.parent,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    probe = python(home, "-c", PROBE, f"sc://127.0.0.1:{port}")
     assert probe.stdout.split() == ["sail", "UTC", "4"], probe.stdout + probe.stderr[-2000:]
 
     stopped = epochgate("sail", "stop", "--port", str(port), home=home)
@@ -180,16 +185,7 @@ def test_a_process_server_is_stopped_by_its_pid_when_the_process_ends(
 ) -> None:
     """On exit, by the exit handler; on SIGKILL, by the signal its parent's death sends it.
     The local-cluster one runs the bank demo first, checked against its oracle."""
-    done = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", OWN_SERVER, engine, end, str(home / "demo")],
-        env=environment(home),
-        cwd=home.parent,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = python(home, "-W", "ignore", "-c", OWN_SERVER, engine, end, str(home / "demo"))
     assert done.returncode == (-signal.SIGKILL if end == "kill" else 0), done.stderr[-3000:]
     pid, port, ran = done.stdout.splitlines()[-1].split()
     assert ran == mode
