@@ -287,12 +287,16 @@ def tick_list(dev: DagsterDev, executable: str) -> list[str]:
             page.goto(url, wait_until="domcontentloaded")
             if shown(page, SKIPPED, timeout=30):
                 seen.append(SKIPPED)
-                page.get_by_text(SKIPPED, exact=True).first.hover()
-                if shown(page, HOLDER, timeout=10):
-                    seen.append(HOLDER)
-                page.mouse.move(0, 0)
-                # The list gains a tick every 2 s: a click can land on a row that has just been
-                # redrawn, so the dialog is asked for again (three clicks at most).
+                # The list gains a tick every 2 s: a hover or a click can land on a row that has
+                # just been redrawn, so the tooltip and the dialog are asked for again (three
+                # times at most).
+                for _ in range(3):
+                    page.get_by_text(SKIPPED, exact=True).first.hover()
+                    found = shown(page, HOLDER, timeout=10)
+                    page.mouse.move(0, 0)
+                    if found:
+                        seen.append(HOLDER)
+                        break
                 for _ in range(3):
                     page.get_by_text(SKIPPED, exact=True).last.click()
                     if shown(page, "Skip reason:", timeout=10) and shown(page, HOLDER, timeout=5):
