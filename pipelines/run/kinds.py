@@ -196,7 +196,7 @@ class AggregateRun(KeyedRun[AggregateStage]):
     def compute(self, stage: AggregateStage, work: StageWork) -> Produced:
         from pyspark.sql import types as T
 
-        schema = stage.partials(work.frames[0]).schema
+        schema = stage.partials_schema(work.frames[0])
         held = _held_key_types(stage, work)
         if held:  # the key types its state already has: the carry refuses others
             schema = T.StructType(
@@ -206,7 +206,12 @@ class AggregateRun(KeyedRun[AggregateStage]):
                 ]
             )
         return carry(
-            work, key=stage.key, schema=schema, update=stage.merge(), partial=stage.partial
+            work,
+            key=stage.key,
+            schema=schema,
+            update=stage.merge(schema),
+            partial=stage.partial,
+            shaped=True,
         )
 
     def rederive(self, stage: AggregateStage, spark: SparkSession, inputs: DataFrame) -> DataFrame:

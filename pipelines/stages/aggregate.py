@@ -13,6 +13,7 @@ per key and epoch, then running values over the epochs.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -22,7 +23,14 @@ from pipelines.errors import PipelineDefinitionError
 from pipelines.stages.kinds import ColumnsOf, KeyedStage
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+
+_PARTIALS: weakref.WeakKeyDictionary[
+    SparkSession, dict[tuple[tuple[str, ...], tuple[Aggregation, ...], str], StructType]
+] = weakref.WeakKeyDictionary()
+"""Per session: the schema of an aggregation's partials, by key, aggregations and input schema."""
 
 
 class AggregateFunction(StrEnum):
@@ -158,25 +166,37 @@ class AggregateStage(KeyedStage):
     def plan(self, frames: Sequence[DataFrame | None]) -> DataFrame | None:
         return None if frames[0] is None else self.partials(frames[0])
 
-    def merge(self) -> Callable[[DataFrame, DataFrame], DataFrame]:
-        """The carry's update: the epoch's aggregates merged into the keys' previous ones."""
+    def merge(self, schema: StructType) -> Callable[[DataFrame, DataFrame], DataFrame]:
+        """The carry's update: the epoch's aggregates merged into the keys' previous ones, each
+        cast to its type in the state's ``schema`` (the partials' types: ``partials_schema``).
+        Its rows have ``schema``'s types, the key columns being the batch's, which the carry
+        checks against the state's."""
         from pyspark.sql import functions as F
 
         def update(batch: DataFrame, state: DataFrame) -> DataFrame:
             new = self.partials(batch)
-            types = {f.name: f.dataType for f in new.schema.fields}
             joined = new.alias("n").join(state.alias("o"), on=list(self.key), how="left")
             return joined.select(
                 *self.key,
                 *(
                     a.function.merged(F.col(f"o.{a.name}"), F.col(f"n.{a.name}"))
-                    .cast(types[a.name])
+                    .cast(schema[a.name].dataType)
                     .alias(a.name)
                     for a in self.aggs
                 ),
             )
 
         return update
+
+    def partials_schema(self, batch: DataFrame) -> StructType:
+        """The schema of ``partials(batch)``: asked of the engine once per session and input
+        schema (on Spark Connect and Sail each ask is a round trip to the server; ``batch``'s
+        own schema, which the carry asks for anyway, is the only one an epoch makes)."""
+        known = _PARTIALS.setdefault(batch.sparkSession, {})
+        at = (self.key, self.aggs, batch.schema.json())
+        if at not in known:
+            known[at] = self.partials(batch).schema
+        return known[at]
 
     def running(self, inputs: DataFrame) -> DataFrame:
         """The keys' values after every epoch, from their input rows (``inputs`` has an

@@ -175,6 +175,55 @@ def test_python_udfs_fail_on_sail_with_a_pyspark_newer_than_it_knows(spark: Spar
             doubled.collect()
 
 
+def test_an_aggregate_epoch_asks_the_server_for_one_schema(
+    tmp_path: Path, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each schema a run asks for is a round trip to the server: an aggregate's epoch asks for
+    its input's only (its partials' schema is known from the first epoch on, and its merge's
+    rows have the state's types by construction), and its totals equal the oracle's."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import types as T
+
+    from pipelines import Pipeline, Runtime
+    from progress.ledger import Ledger
+
+    moves = T.StructType(
+        [T.StructField("account", T.LongType()), T.StructField("amount", T.LongType())]
+    )
+    p = Pipeline("schemas")
+    source = p.source("moves", schema=moves)
+    p.aggregate("totals", source, key=["account"], aggs={"total": ("sum", "amount")})
+    rt = Runtime(p, Ledger(tmp_path / "ledger.duckdb"), spark, tmp_path / "data")
+    arrow = pa.schema([("account", pa.int64()), ("amount", pa.int64())])
+    asked: list[int] = []
+    schema = type(spark.client).schema
+
+    def counted(client: object, plan: object) -> object:
+        asked.append(1)
+        return schema(client, plan)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(spark.client), "schema", counted)
+    for epoch in range(3):
+        path = tmp_path / f"moves-{epoch}.parquet"
+        rows = {"account": [1, 2, epoch + 3], "amount": [10 * epoch, 5, 1]}
+        pq.write_table(pa.table(rows, schema=arrow), path)
+        rt.input("moves").send(path, advance_to=epoch + 1)
+        asked.clear()
+        rt.run()
+        if epoch:  # the first epoch learns the partials' schema
+            assert len(asked) == 1, f"epoch {epoch} asked the server for {len(asked)} schemas"
+        moved = {r["account"]: r["total"] for r in rt.read("totals", epoch).collect()}
+        upto = [str(tmp_path / f"moves-{e}.parquet") for e in range(epoch + 1)]
+        expected = duckdb.execute(
+            "SELECT account, sum(amount) FROM read_parquet($upto) GROUP BY account "
+            "HAVING account IN (SELECT account FROM read_parquet($now))",
+            {"upto": upto, "now": str(path)},
+        ).fetchall()
+        assert moved == dict(expected), f"epoch {epoch}"
+
+
 CASES = {
     "transform, union, stateful, late data": test_every_stage_matches_the_oracle_with_late_data,
     "union of files": test_a_union_catalogs_its_inputs_files_and_writes_only_when_columns_differ,
