@@ -118,7 +118,7 @@ DATA = Option(
 )
 SPARK = Option(
     ("--spark",),
-    "the Spark engine: local[N], a master URL, sc://host:port or sail",
+    "the Spark engine: local[N], a master URL, sc://host:port, sail or sail-local-cluster",
     {"metavar": "MASTER"},
     "$EPOCHGATE_SPARK, else local[2]",
 )
