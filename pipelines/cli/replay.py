@@ -91,11 +91,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def step(rt: Runtime) -> bool:
-    """Feed what the captures hold now, then run what is ready; True when a run failed."""
+    """Feed what the captures hold now, then run what is ready (without feeding again: what
+    arrives meanwhile is fed, and counted, by the next step); True when a run failed."""
     fed = rt.replay()
     started = time.perf_counter()
     try:
-        results = rt.run(lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True))
+        results = rt.run(
+            lambda r: print(f"  {rt.pipeline.name}.{r.describe()}", flush=True), replay=False
+        )
     except RunFailedError as err:
         for failure in err.failures:
             print(f"epochgate: {failure}", file=sys.stderr)

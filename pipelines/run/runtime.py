@@ -11,9 +11,8 @@ run and names the blockers of those it left. Each single run goes through the ``
 committed at the stage's inputs, and commits its output with its progress batch in one ledger
 transaction. A run that fails or is killed commits nothing; a done one is never run again. A
 ledger that cannot be used (``LedgerStorageError``: its disk full, its file unwritable or gone,
-its lock file lost) stops the call with that error, naming the stage and epoch of the run it
-stopped when there is one.
-"""
+its lock file lost) stops the call with that error, naming the stage and epoch of any run it
+stopped."""
 
 from __future__ import annotations
 
@@ -184,8 +183,8 @@ class Runtime:
         now: each capture is checked whole first (a stream that breaks the protocol, a damaged
         log or data file raises ``StreamError`` naming the directory, the event and the rule,
         and nothing of this call is committed), then its events not fed yet are committed in
-        order, each with the stream's position, so a replay stopped anywhere resumes at the
-        next event. Returns the number of events fed. ``run()`` calls it first."""
+        order with the stream's position: a replay stopped anywhere resumes at the next event.
+        Returns the number of events fed."""
         return replay(self)
 
     @property
@@ -195,10 +194,12 @@ class Runtime:
 
     # -- runs ----------------------------------------------------------------------------------
 
-    def run(self, on_result: Callable[[RunResult], None] | None = None) -> list[RunResult]:
+    def run(
+        self, on_result: Callable[[RunResult], None] | None = None, *, replay: bool = True
+    ) -> list[RunResult]:
         """Run every ready ``(stage, epoch)`` in epoch order, then re-run stale outputs (those
         that read an attempt a revision has replaced), until nothing is left. A pipeline with
-        replayed sources is fed (``replay()``) first.
+        replayed sources is fed (``replay()``) first unless ``replay=False``.
 
         A stage run that fails commits nothing and that stage is not tried again in this call;
         every run that does not depend on its output goes on (readiness holds back those that
@@ -211,10 +212,10 @@ class Runtime:
         works with the ledger free for whoever asks. A stateful stage's writer lock is held
         from before its work until its commit or its failure."""
         with self.ledger.held(), self._settled():
-            return self._run(on_result)
+            return self._run(on_result, replay)
 
-    def _run(self, on_result: Callable[[RunResult], None] | None) -> list[RunResult]:
-        if self.replayed:
+    def _run(self, on_result: Callable[[RunResult], None] | None, replay: bool) -> list[RunResult]:
+        if replay and self.replayed:
             self.replay()
         self.publish_sinks()  # what a killed run committed but did not publish
         results: list[RunResult] = []
@@ -523,10 +524,9 @@ class Runtime:
     ) -> CaptureStatus:
         """Record ``stage``'s output stream (only input worker ``worker`` of a source, when
         given: its messages and its capability) into the directory ``into``, which must hold
-        no capture yet, from epoch ``from_epoch`` (default: the stream's frontier now; the
-        messages already committed at epochs still open are recorded too). From now on every
-        commit that changes the stream appends its events (``pipelines.capture.sync``). Returns
-        where the capture stands after its first sync."""
+        no capture yet, from epoch ``from_epoch`` (default: the stream's frontier now; messages
+        committed at epochs still open are recorded too). Then every commit that changes the
+        stream appends its events (``pipelines.capture.sync``). Returns its first sync's status."""
         return start_capture(
             self.pipeline,
             self.ledger,

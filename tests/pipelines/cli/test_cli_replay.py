@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from pipelines.capture import log as capture_log
 from pipelines.cli.main import main
+from pipelines.run.runtime import Runtime
 from progress.capture import Messages
 from progress.ledger import Ledger
 from tests.fixtures.handmade_captures import Capture, advance, done, epochs, stream_rows
@@ -125,3 +126,35 @@ def test_follow_tails_a_capture_until_every_stream_is_done(
     out = capsys.readouterr().out
     assert "fed 2 event(s); 1 stage run(s)" in out
     assert "fed 3 event(s); 1 stage run(s)" in out
+
+
+def test_a_step_counts_what_it_fed_and_leaves_later_events_to_the_next(
+    tmp_path: Path,
+    spark: SparkSession,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Events written between a step's feed and its runs are fed, and counted, by the next
+    step: its runs do not feed them unseen."""
+    a, b = Capture(tmp_path / "a"), Capture(tmp_path / "b")
+    epochs(a, stream_rows(0))
+    epochs(b, stream_rows(1), until=1)
+    monkeypatch.setenv(CAPTURES_ENV, os.pathsep.join([str(a.directory), str(b.directory)]))
+    feed = Runtime.replay
+    calls: list[int] = []
+
+    def racing(rt: Runtime) -> int:
+        fed = feed(rt)
+        calls.append(fed)
+        if len(calls) == 1:  # the upstream writes the rest just after the first feed
+            rows = stream_rows(1)
+            b.add(b.messages(1, rows[1]), advance(1, 2), b.messages(2, rows[2]))
+            b.add(advance(2, 3), done(3))
+        return fed
+
+    monkeypatch.setattr(Runtime, "replay", racing)
+    assert replay(tmp_path / "home", "--follow", "--poll", "0.05") == 0
+    out = capsys.readouterr().out
+    assert calls[:2] == [9, 5]
+    assert "fed 9 event(s); 1 stage run(s)" in out
+    assert "fed 5 event(s); 2 stage run(s)" in out
