@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from pipelines.errors import ConnectServerError
 from pipelines.settings import CONNECT_DIR, state_dir
-from pipelines.spark import jvm
+from pipelines.spark import jvm, servers
 from pipelines.spark._internals import (
     CONNECT_SERVER_SCRIPT,
     pyspark_home,
@@ -140,7 +140,7 @@ def statuses(port: int | None = None) -> list[ServerStatus]:
 def status(port: int = DEFAULT_PORT) -> ServerStatus:
     """The server on ``port``: running when the pid file names a live Spark Connect server."""
     pid = read_pid(pid_file(port))
-    alive = pid if pid is not None and _is_server(pid) else None
+    alive = pid if pid is not None and _is_server(pid, port) else None
     return ServerStatus(port, alive, log_file(port), token=read_token(port) is not None)
 
 
@@ -158,11 +158,16 @@ def start(
     server is stopped then.
     """
     check_port(port, ConnectServerError)
-    current = status(port)
-    if current.running:
-        echo(f"Spark Connect server already running on port {port} (pid {current.pid})")
-        echo(current.url)
-        return current
+    with servers.starting(server_dir(port)):
+        current = status(port)
+        if current.running:
+            echo(f"Spark Connect server already running on port {port} (pid {current.pid})")
+            echo(current.url)
+            return current
+        return _start(port, master, timeout, echo)
+
+
+def _start(port: int, master: str, timeout: float, echo: Echo) -> ServerStatus:
     pid_file(port).unlink(missing_ok=True)  # a stale one, left by a server that died
     if accepts(port):
         raise ConnectServerError(
@@ -199,26 +204,27 @@ def start(
     env.pop("SPARK_NO_DAEMONIZE", None)  # it would keep the server in the foreground
     echo(f"starting a Spark Connect server on port {port} (master {master})")
     started = time.monotonic()
-    launch = subprocess.run(
-        command,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        start_new_session=True,  # the server outlives this command and its terminal
-        check=False,
-        timeout=60,
-    )
-    pid = read_pid(pid_file(port))
-    if launch.returncode != 0 or pid is None:
-        said = (launch.stdout + launch.stderr).strip().splitlines()
-        reason = f"the start script failed: {said[-1] if said else f'exit {launch.returncode}'}"
-        forget_token(port)
-        raise ConnectServerError(port, reason, log=log_file(port))
     try:
+        launch = subprocess.run(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            start_new_session=True,  # the server outlives this command and its terminal
+            check=False,
+            timeout=60,
+        )
+        pid = read_pid(pid_file(port))
+        if launch.returncode != 0 or pid is None:
+            said = (launch.stdout + launch.stderr).strip().splitlines()
+            why = said[-1] if said else f"exit {launch.returncode}"
+            raise ConnectServerError(port, f"the start script failed: {why}", log=log_file(port))
         _wait_until_serving(port, pid, deadline=started + timeout)
-    except ConnectServerError:
-        terminate(port, pid, timeout=10.0, error=ConnectServerError, log=log_file(port))
+    except BaseException:  # a Ctrl-C too: no half-started server is left behind
+        pid = read_pid(pid_file(port))
+        if pid is not None and _is_server(pid, port):  # an ended pid may be another's now
+            terminate(port, pid, timeout=10.0, error=ConnectServerError, log=log_file(port))
         pid_file(port).unlink(missing_ok=True)
         forget_token(port)
         raise
@@ -235,17 +241,18 @@ def stop(port: int = DEFAULT_PORT, *, timeout: float = 30.0, echo: Echo = print)
     """Stop the server on ``port``: SIGTERM, then SIGKILL after ``timeout`` seconds. Returns
     whether one was running; the pid file is gone either way."""
     check_port(port, ConnectServerError)
-    current = status(port)
-    if current.pid is None:
+    with servers.starting(server_dir(port)):  # not a start's token while it starts
+        current = status(port)
+        if current.pid is None:
+            pid_file(port).unlink(missing_ok=True)
+            forget_token(port)
+            echo(f"no Spark Connect server running on port {port}")
+            return False
+        how = terminate(
+            port, current.pid, timeout=timeout, error=ConnectServerError, log=log_file(port)
+        )
         pid_file(port).unlink(missing_ok=True)
         forget_token(port)
-        echo(f"no Spark Connect server running on port {port}")
-        return False
-    how = terminate(
-        port, current.pid, timeout=timeout, error=ConnectServerError, log=log_file(port)
-    )
-    pid_file(port).unlink(missing_ok=True)
-    forget_token(port)
     echo(f"stopped the Spark Connect server on port {port} (pid {current.pid}, {how})")
     return True
 
@@ -275,12 +282,12 @@ def connect_session(
 
     started: int | None = None
     seconds: float | None = None
-    if url is None:
-        started = port if port is not None else free_port()
-        began = time.monotonic()
-        url = start(started, echo=lambda _: None, timeout=timeout).url
-        seconds = time.monotonic() - began
     try:
+        if url is None:
+            started = port if port is not None else free_port()
+            began = time.monotonic()
+            url = start(started, echo=lambda _: None, timeout=timeout).url
+            seconds = time.monotonic() - began
         spark = spark_session(url)
         try:
             yield ConnectedSpark(spark, url, seconds)
@@ -295,7 +302,7 @@ def connect_session(
 def _wait_until_serving(port: int, pid: int, *, deadline: float) -> None:
     """Return once the port accepts connections and a client's query runs on the server."""
     while not accepts(port):
-        if not _is_server(pid):
+        if not _is_server(pid, port):
             log = log_file(port)
             why = _first_exception(log)
             reason = "the server exited while starting" + (f" ({why})" if why else "")
@@ -331,6 +338,6 @@ def _first_exception(log: Path | None) -> str | None:
     return None
 
 
-def _is_server(pid: int) -> bool:
-    """Whether ``pid`` is a live Spark Connect server process."""
-    return runs(pid, SERVER_CLASS)
+def _is_server(pid: int, port: int) -> bool:
+    """Whether ``pid`` is a live Spark Connect server process on ``port``."""
+    return runs(pid, SERVER_CLASS, f"spark.connect.grpc.binding.port={port}")

@@ -33,6 +33,7 @@ from pipelines.errors import SailServerError, SparkUnavailableError
 from pipelines.settings import state_dir
 from pipelines.spark import servers
 from pipelines.spark._internals import SAIL_SERVER_MARK, check_sail, sail_server_command
+from pipelines.spark.connect_token import TOKEN_ENV
 from pipelines.spark.servers import HOST, accepts, check_port, free_port, read_pid, runs
 from pipelines.spark.spawn import shimmed
 
@@ -118,7 +119,7 @@ def status(port: int = DEFAULT_PORT) -> SailStatus:
     except OSError:
         mode = LOCAL
     log = directory / LOG_FILE
-    alive = pid is not None and is_server(pid)
+    alive = pid is not None and is_server(pid, port)
     return SailStatus(port, pid if alive else None, mode, log if log.is_file() else None)
 
 
@@ -152,11 +153,16 @@ def start(
     half-started server is stopped then)."""
     check_port(port, SailServerError)
     _check_mode(port, mode)
-    current = status(port)
-    if current.running:
-        echo(f"Sail server already running on port {port} (pid {current.pid}, {current.mode})")
-        echo(current.url)
-        return current
+    with servers.starting(server_dir(port)):
+        current = status(port)
+        if current.running:
+            echo(f"Sail server already running on port {port} (pid {current.pid}, {current.mode})")
+            echo(current.url)
+            return current
+        return _start(port, mode, timeout, echo)
+
+
+def _start(port: int, mode: str, timeout: float, echo: Echo) -> SailStatus:
     _need_sail(port)
     directory = server_dir(port)
     (directory / PID_FILE).unlink(missing_ok=True)  # a stale one, left by a server that died
@@ -184,8 +190,10 @@ def start(
         error = _first_query(port, began + timeout)
         if error is not None:
             raise SailServerError(port, f"a client query failed: {error}", log=log)
-    except SailServerError:
-        terminate(port, process.pid, log=log)
+        _wait_until_serving(port, process, log, deadline=began + timeout)  # it, not another
+    except BaseException:  # a Ctrl-C too: no half-started server is left behind
+        if process.poll() is None:  # a pid reaped already may be another process's now
+            terminate(port, process.pid, log=log)
         (directory / PID_FILE).unlink(missing_ok=True)
         raise
     current = status(port)
@@ -199,14 +207,15 @@ def stop(port: int = DEFAULT_PORT, *, timeout: float = 30.0, echo: Echo = print)
     """Stop the server on ``port``: SIGTERM, then SIGKILL after ``timeout`` seconds. Returns
     whether one was running; the pid file is gone either way."""
     check_port(port, SailServerError)
-    current = status(port)
-    pid_file = server_dir(port) / PID_FILE
-    if current.pid is None:
+    with servers.starting(server_dir(port)):  # a start under way ends first
+        current = status(port)
+        pid_file = server_dir(port) / PID_FILE
+        if current.pid is None:
+            pid_file.unlink(missing_ok=True)
+            echo(f"no Sail server running on port {port}")
+            return False
+        how = terminate(port, current.pid, timeout=timeout, log=current.log)
         pid_file.unlink(missing_ok=True)
-        echo(f"no Sail server running on port {port}")
-        return False
-    how = terminate(port, current.pid, timeout=timeout, log=current.log)
-    pid_file.unlink(missing_ok=True)
     echo(f"stopped the Sail server on port {port} (pid {current.pid}, {how})")
     return True
 
@@ -243,7 +252,7 @@ def _owned(mode: str, *, timeout: float = 60.0) -> OwnedServer:
     """This process's server in ``mode``, started now when it has none (see the module docs)."""
     with _owned_lock:
         found = _owned_servers.get(mode)
-        if found is not None and found.owner == os.getpid() and is_server(found.pid):
+        if found is not None and found.owner == os.getpid() and is_server(found.pid, found.port):
             return found
         server = _start_owned(mode, timeout)
         if not _owned_servers:
@@ -265,9 +274,10 @@ def _start_owned(mode: str, timeout: float, tries: int = 3) -> OwnedServer:
             process = _spawn_tied(sail_server_command(HOST, port), _server_env(mode), out)
         try:
             _wait_until_serving(port, process, log, deadline=began + timeout)
-        except SailServerError:
-            terminate(port, process.pid, log=log)
-            if attempt + 1 < tries and _in_use(log):
+        except BaseException as err:
+            if process.poll() is None:  # a pid reaped already may be another process's now
+                terminate(port, process.pid, log=log)
+            if isinstance(err, SailServerError) and attempt + 1 < tries and _in_use(log):
                 continue
             raise
         return OwnedServer(port, process.pid, mode, log, os.getpid())
@@ -327,7 +337,13 @@ def _spawn_tied(command: list[str], env: dict[str, str], out: IO[bytes]) -> subp
 
 
 def _server_env(mode: str) -> dict[str, str]:
-    return {**os.environ, MODE_ENV: mode}
+    return {**_without_token(), MODE_ENV: mode}
+
+
+def _without_token() -> dict[str, str]:
+    """This environment without a Spark Connect token: a Sail server asks for none, and
+    PySpark would send one to 127.0.0.1 over TLS, which the server does not speak."""
+    return {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
 
 
 def _need_sail(port: int) -> None:
@@ -340,8 +356,9 @@ def _need_sail(port: int) -> None:
 def _wait_until_serving(
     port: int, process: subprocess.Popen[bytes], log: Path, *, deadline: float
 ) -> None:
-    """Return once the server accepts connections on ``port``."""
-    while not accepts(port):
+    """Return once the server accepts connections on ``port`` and still runs (a server that
+    could not bind the port exits: what accepts then is another process)."""
+    while not accepts(port) or process.poll() is not None:
         if process.poll() is not None:
             why = _last_error(log)
             reason = "the Sail server exited while starting" + (f" ({why})" if why else "")
@@ -352,7 +369,7 @@ def _wait_until_serving(
 
 
 def _first_query(port: int, deadline: float) -> str | None:
-    return servers.first_query(f"sc://{HOST}:{port}", deadline)
+    return servers.first_query(f"sc://{HOST}:{port}", deadline, _without_token())
 
 
 def terminate(port: int, pid: int, *, timeout: float = 10.0, log: Path | None = None) -> str:
@@ -360,9 +377,9 @@ def terminate(port: int, pid: int, *, timeout: float = 10.0, log: Path | None = 
     return servers.terminate(port, pid, timeout=timeout, error=SailServerError, log=log)
 
 
-def is_server(pid: int) -> bool:
-    """Whether ``pid`` is a live Sail server that epochgate started."""
-    return runs(pid, SAIL_SERVER_MARK)
+def is_server(pid: int, port: int) -> bool:
+    """Whether ``pid`` is a live Sail server that epochgate started on ``port``."""
+    return runs(pid, f"{SAIL_SERVER_MARK} {HOST} {port}")
 
 
 def _last_error(log: Path) -> str | None:

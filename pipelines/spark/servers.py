@@ -3,12 +3,15 @@ common: a port on 127.0.0.1, a pid, and how they are found and stopped."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pipelines.errors import ConnectServerError
@@ -49,9 +52,10 @@ def read_pid(path: Path) -> int | None:
         return None
 
 
-def runs(pid: int, mark: str) -> bool:
-    """Whether ``pid`` is live (not a zombie) and its command line holds ``mark``: a pid reused
-    by another program does not count."""
+def runs(pid: int, *marks: str) -> bool:
+    """Whether ``pid`` is live (not a zombie) and its command line holds each of ``marks`` as
+    whole words: a pid reused by another program, or by a server on another port, does not
+    count."""
     ps = subprocess.run(
         ["ps", "-ww", "-o", "stat=", "-o", "args=", "-p", str(pid)],
         capture_output=True,
@@ -62,7 +66,20 @@ def runs(pid: int, mark: str) -> bool:
     if ps.returncode != 0 or not line:
         return False
     state, _, args = line.partition(" ")
-    return not state.startswith("Z") and mark in args
+    words = f" {' '.join(args.split())} "
+    return not state.startswith("Z") and all(f" {mark} " in words for mark in marks)
+
+
+@contextmanager
+def starting(record: Path) -> Iterator[None]:
+    """Hold the right to start or stop the server whose record is the directory ``record``
+    (an OS lock on a file beside it, let go when the block ends or the process dies): a
+    second start on the same port waits for the first, then finds its server running. The
+    server does not inherit it."""
+    record.parent.mkdir(parents=True, exist_ok=True)
+    with record.with_name(f"{record.name}.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 def ended(pid: int) -> bool:

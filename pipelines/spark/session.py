@@ -210,6 +210,10 @@ def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
     try:
         return builder.getOrCreate()  # sends the app name: a refused token shows here
     except Exception as err:
+        if getattr(err, "getCondition", lambda: None)() == "INVALID_CONNECT_URL":
+            raise SparkUnavailableError(  # PySpark's words would quote the token
+                shown, "a parameter of the URL is not key=value (a value may hold no = or ;)"
+            ) from None
         refusal = refused_client(err)
         if refusal is None:
             raise

@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipelines.spark import connect_server
+from pipelines.spark.connect_server import SERVER_CLASS
 from pipelines.spark.servers import ended
 from tests.environment import without_settings
 from tests.pipelines.spark.conformance import BANK_CASE, run_cases
@@ -311,3 +313,40 @@ def test_a_connect_session_starts_its_server_and_stops_it_after_the_block(tmp_pa
         assert not list(home.glob(PID_GLOB))
     finally:
         kill_leftovers(home)
+
+
+def test_a_token_that_is_not_key_value_is_refused_without_being_shown(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    accounts = tmp_path / "accounts.parquet"  # columns out of order: sending it needs Spark
+    pq.write_table(pa.table({"region": ["north"], "holder": ["Ann"], "account_id": [1]}), accounts)
+    with socket.socket() as listener:  # something answers: the URL is read before any call
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        url = f"sc://127.0.0.1:{port}/;token=secret-part=="
+        sent = epochgate("send", "-p", "bank", "accounts", str(accounts), "--spark", url, home=home)
+    assert sent.returncode == 1
+    assert sent.stderr.strip() == (
+        f"epochgate: cannot use Spark at sc://127.0.0.1:{port}/: a parameter of the URL is not "
+        "key=value (a value may hold no = or ;)"
+    )
+    assert "secret-part" not in sent.stdout + sent.stderr
+
+
+def test_a_pid_file_naming_a_server_on_another_port_is_not_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pid reused by a server on another port (or any other program) is not this port's."""
+    monkeypatch.setenv("EPOCHGATE_HOME", str(tmp_path / "home"))
+    port, other = free_port(), free_port()
+    args = [SERVER_CLASS, "--conf", f"spark.connect.grpc.binding.port={other}"]
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *args])
+    try:
+        for at in (port, other):
+            connect_server.pid_file(at).parent.mkdir(parents=True)
+            connect_server.pid_file(at).write_text(f"{stand_in.pid}\n")
+        running = [s.running for s in connect_server.statuses()]
+        assert running == [at == other for at in sorted([port, other])]
+    finally:
+        stand_in.kill()
+        stand_in.wait()

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 from pipelines.errors import SparkUnavailableError
+from pipelines.spark import sail
+from pipelines.spark._internals import SAIL_SERVER_MARK
 from pipelines.spark.sail import MODES, SAIL_URLS
-from pipelines.spark.servers import ended
+from pipelines.spark.servers import HOST, ended
 from pipelines.spark.session import SAIL_ENGINES, spark_session
 from tests.environment import without_settings
 from tests.pipelines.spark.conformance import run_cases
@@ -40,11 +42,13 @@ def environment(home: Path, **extra: str) -> dict[str, str]:
     return {**env, "EPOCHGATE_HOME": str(home), "PYTHONPATH": path, **extra}
 
 
-def epochgate(*args: str, home: Path, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def epochgate(
+    *args: str, home: Path, timeout: float = 60.0, **extra: str
+) -> subprocess.CompletedProcess[str]:
     home.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
         [str(EPOCHGATE), *args],
-        env=environment(home),
+        env=environment(home, **extra),
         cwd=home.parent,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -103,10 +107,28 @@ def test_the_conformance_cases_pass_on_sail(tmp_path: Path) -> None:
 
 def test_start_status_stop_and_sail_uses_the_started_server(home: Path) -> None:
     port = free_port()
-    started = epochgate("sail", "start", "--port", str(port), home=home)
-    assert started.returncode == 0, started.stderr
-    assert started.stdout.strip().splitlines()[-1] == f"sc://127.0.0.1:{port}"
+    # Two starts at once (one with a Connect token exported, which a Sail server needs not):
+    # one server, each start waiting for the other's, both with its URL.
+    home.mkdir(parents=True)
+    starts = [
+        subprocess.Popen(
+            [str(EPOCHGATE), "sail", "start", "--port", str(port)],
+            env=environment(home, **extra),
+            cwd=home.parent,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for extra in ({"SPARK_CONNECT_AUTHENTICATE_TOKEN": "exported-for-a-connect-server"}, {})
+    ]
+    said = [start.communicate(timeout=120) for start in starts]
+    assert [start.returncode for start in starts] == [0, 0], said
+    assert all(out.strip().splitlines()[-1] == f"sc://127.0.0.1:{port}" for out, _ in said)
     pid = int((home / "sail" / str(port) / "pid").read_text())
+    already = f"Sail server already running on port {port} (pid {pid}, local)"
+    assert sorted(out.splitlines()[0] == already for out, _ in said) == [False, True], said
+    assert [p for p in owners(port) if p != pid] == []  # its one server, and no other
     log = home / "sail" / str(port) / "server.log"
     status = epochgate("sail", "status", home=home).stdout.strip()
     assert status == f"running      sc://127.0.0.1:{port}  pid {pid}  mode local  log {log}"
@@ -192,6 +214,34 @@ def test_a_process_server_is_stopped_by_its_pid_when_the_process_ends(
     wait_until(lambda: not alive(int(pid)), 10.0, f"the Sail server (pid {pid}) to end")
     # A local cluster's workers, forked by the server, hold its socket until they end too.
     wait_until(lambda: not accepts(int(port)), 10.0, f"nothing to listen on port {port}")
+
+
+def owners(port: int) -> list[int]:
+    """The pids of the processes whose command line names a Sail server on ``port``."""
+    ps = subprocess.run(
+        ["ps", "-e", "-ww", "-o", "pid=", "-o", "args="], capture_output=True, text=True, check=True
+    )
+    mark = f" epochgate-sail-server 127.0.0.1 {port}"
+    return [int(line.split()[0]) for line in ps.stdout.splitlines() if line.rstrip().endswith(mark)]
+
+
+def test_a_pid_file_naming_a_server_on_another_port_is_not_running(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pid reused by a server on another port (or any other program) is not this port's."""
+    monkeypatch.setenv("EPOCHGATE_HOME", str(home))
+    port, other = free_port(), free_port()
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", SAIL_SERVER_MARK, HOST, str(other)]
+    )
+    try:
+        for at in (port, other):
+            (home / "sail" / str(at)).mkdir(parents=True)
+            (home / "sail" / str(at) / "pid").write_text(f"{stand_in.pid}\n")
+        assert [s.running for s in sail.statuses()] == [at == other for at in sorted([port, other])]
+    finally:
+        stand_in.kill()
+        stand_in.wait()
 
 
 def test_every_sail_engine_has_a_mode() -> None:
