@@ -158,13 +158,13 @@ def start(
     server is stopped then.
     """
     check_port(port, ConnectServerError)
-    with servers.starting(server_dir(port)):
-        current = status(port)
-        if current.running:
-            echo(f"Spark Connect server already running on port {port} (pid {current.pid})")
-            echo(current.url)
-            return current
-        return _start(port, master, timeout, echo)
+    return servers.start_once(
+        server_dir(port),
+        lambda: status(port),
+        lambda: _start(port, master, timeout, echo),
+        lambda c: f"Spark Connect server already running on port {port} (pid {c.pid})",
+        echo,
+    )
 
 
 def _start(port: int, master: str, timeout: float, echo: Echo) -> ServerStatus:

@@ -153,13 +153,13 @@ def start(
     half-started server is stopped then)."""
     check_port(port, SailServerError)
     _check_mode(port, mode)
-    with servers.starting(server_dir(port)):
-        current = status(port)
-        if current.running:
-            echo(f"Sail server already running on port {port} (pid {current.pid}, {current.mode})")
-            echo(current.url)
-            return current
-        return _start(port, mode, timeout, echo)
+    return servers.start_once(
+        server_dir(port),
+        lambda: status(port),
+        lambda: _start(port, mode, timeout, echo),
+        lambda c: f"Sail server already running on port {port} (pid {c.pid}, {c.mode})",
+        echo,
+    )
 
 
 def _start(port: int, mode: str, timeout: float, echo: Echo) -> SailStatus:

@@ -10,9 +10,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from pipelines.errors import ConnectServerError
 
@@ -20,6 +21,19 @@ HOST = "127.0.0.1"
 
 ServerError = type[ConnectServerError]
 """The error a server's failures raise: ``ConnectServerError`` or one of its kinds."""
+
+
+class Found(Protocol):
+    """What a status says of a server: whether it runs, and its URL."""
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def url(self) -> str: ...
+
+
+S = TypeVar("S", bound=Found)
 
 
 def free_port() -> int:
@@ -80,6 +94,24 @@ def starting(record: Path) -> Iterator[None]:
     with record.with_name(f"{record.name}.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         yield
+
+
+def start_once(
+    record: Path,
+    status: Callable[[], S],
+    start: Callable[[], S],
+    already: Callable[[S], str],
+    echo: Callable[[str], None],
+) -> S:
+    """The server of ``record`` that runs, said to be running (``already``), else the one
+    ``start`` starts: with the right to start it held (``starting``) from the look on."""
+    with starting(record):
+        current = status()
+        if current.running:
+            echo(already(current))
+            echo(current.url)
+            return current
+        return start()
 
 
 def ended(pid: int) -> bool:
