@@ -30,7 +30,9 @@ class SparkResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     ``master`` is ``local[2]``, any Spark master URL (``spark://host:7077``, ``yarn``) or a Spark
     Connect endpoint (``sc://host:15002``), which saves a JVM start per run. A session already
-    active in the process with the same master is used as it is and left running.
+    active in the process with the same master is used as it is and left running (a Connect
+    session on another server, or with another token, is stopped and replaced:
+    ``pipelines.spark.session``).
     """
 
     master: str = Field(

@@ -62,11 +62,14 @@ class WarmSpark:
 
     def check(self) -> None:
         """Before a run: after a long idle time, make sure the session still answers."""
+        from pipelines.spark.session import abandon
+
         if self.session is not None and time.monotonic() - self.used > IDLE_CHECK_SECONDS:
             try:
                 self.session.range(1).count()
             except Exception:
                 log.warning("run worker %s: Spark session gone, opening a new one", os.getpid())
+                abandon(self.session)  # else the next session asked for would be this one
                 self.open()
         self.used = time.monotonic()
 

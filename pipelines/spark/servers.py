@@ -70,6 +70,25 @@ def runs(pid: int, *marks: str) -> bool:
     """Whether ``pid`` is live (not a zombie) and its command line holds each of ``marks`` as
     whole words: a pid reused by another program, or by a server on another port, does not
     count."""
+    found = _command(pid)
+    if found is None:
+        return False
+    state, args = found
+    words = f" {' '.join(args.split())} "
+    return not state.startswith("Z") and all(f" {mark} " in words for mark in marks)
+
+
+def _command(pid: int) -> tuple[str, str] | None:
+    """The state and the command line of ``pid`` (None: no such process), from ``/proc`` where
+    there is one, else from ``ps``."""
+    if Path("/proc/self/cmdline").is_file():
+        proc = Path(f"/proc/{pid}")
+        try:
+            args = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return None
+        return state, args
     ps = subprocess.run(
         ["ps", "-ww", "-o", "stat=", "-o", "args=", "-p", str(pid)],
         capture_output=True,
@@ -78,10 +97,9 @@ def runs(pid: int, *marks: str) -> bool:
     )
     line = ps.stdout.strip()
     if ps.returncode != 0 or not line:
-        return False
+        return None
     state, _, args = line.partition(" ")
-    words = f" {' '.join(args.split())} "
-    return not state.startswith("Z") and all(f" {mark} " in words for mark in marks)
+    return state, args
 
 
 @contextmanager

@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -33,6 +34,7 @@ from pipelines.spark.engine import mark_sail
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 SPARK_ENV = "EPOCHGATE_SPARK"
 DEFAULT_MASTER = "local[2]"
@@ -203,21 +205,57 @@ def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
             shown, f"no Spark Connect server answers ({err.strerror or err}){hint}"
         ) from None
     # The token of a server epochgate started on this machine, unless the caller gave one.
-    builder = SparkSession.builder.appName("epochgate").remote(client_url(url, port))
+    target = client_url(url, port)
+    builder = SparkSession.builder.appName("epochgate").remote(target)
     for key, value in conf.items():
         if key.startswith("spark.sql."):
             builder = builder.config(key, value)
     try:
+        _replace_other(target)
         return builder.getOrCreate()  # sends the app name: a refused token shows here
     except Exception as err:
-        if getattr(err, "getCondition", lambda: None)() == "INVALID_CONNECT_URL":
+        condition = getattr(err, "getCondition", lambda: None)()
+        if condition == "INVALID_CONNECT_URL":
             raise SparkUnavailableError(  # PySpark's words would quote the token
                 shown, "a parameter of the URL is not key=value (a value may hold no = or ;)"
+            ) from None
+        if condition == "SESSION_ALREADY_EXIST":
+            raise SparkUnavailableError(
+                shown,
+                "this process already holds a Spark session of its own (local or on a cluster), "
+                "and a process holds that kind or Spark Connect ones, not both: use one engine "
+                "per process",
             ) from None
         refusal = refused_client(err)
         if refusal is None:
             raise
         raise SparkUnavailableError(shown, refusal_reason(refusal, port)) from None
+
+
+def _replace_other(target: str) -> None:
+    """Stop this process's Spark Connect session when it is on another server than
+    ``target``, or holds another token: PySpark's ``getOrCreate`` would hand it back as it is
+    (a warm run worker whose server was restarted with a new token, or stopped and replaced)."""
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    # PySpark names no public way to the default session or to a client's endpoint.
+    current = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
+    have = getattr(getattr(current, "client", None), "_builder", None)
+    if current is None or have is None:
+        return
+    want = DefaultChannelBuilder(target)  # the token given in the environment too
+    if (have.endpoint, have.token) != (want.endpoint, want.token):
+        abandon(current)
+
+
+def abandon(session: SparkSession | ConnectSession) -> None:
+    """Stop ``session`` without asking a Spark Connect server to release it first (a server
+    that is gone would be asked again for minutes)."""
+    if hasattr(session, "release_session_on_close"):
+        session.release_session_on_close = False
+    with suppress(Exception):  # what is abandoned may be broken: it is dropped either way
+        session.stop()
 
 
 def connect_address(url: str) -> tuple[str, int]:

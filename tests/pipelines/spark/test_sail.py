@@ -149,8 +149,29 @@ def test_start_status_stop_and_sail_uses_the_started_server(home: Path) -> None:
     probe = python(home, "-c", PROBE, f"sc://127.0.0.1:{port}")
     assert probe.stdout.split() == ["sail", "UTC", "4"], probe.stdout + probe.stderr[-2000:]
 
+    # A process with a session on it (a warm run worker's) when it is stopped.
+    worker = subprocess.Popen(
+        [sys.executable, "-W", "ignore", "-c", SWITCH, str(port)],
+        env=environment(home),
+        cwd=home.parent,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert worker.stdout is not None
+    assert worker.stdin is not None
+    first = worker.stdout.readline().split()
+
     stopped = epochgate("sail", "stop", "--port", str(port), home=home)
     assert stopped.stdout.strip() == f"stopped the Sail server on port {port} (pid {pid}, SIGTERM)"
+    # Its next session is on a server of its own, not the old one on the stopped server.
+    try:
+        worker.stdin.write("\n")
+        out, err = worker.communicate(timeout=120)
+    finally:
+        worker.kill()  # when it hangs (its own server stops as it dies: PR_SET_PDEATHSIG)
+    assert [first, out.split()] == [[str(port), "2"], ["other", "3"]], err
     assert not alive(pid)
     assert not accepts(port)
     assert not (home / "sail" / str(port) / "pid").exists()
@@ -174,6 +195,24 @@ def test_start_refuses_a_port_another_process_holds(home: Path) -> None:
         "pass --port to choose another"
     )
     assert not list(home.glob("sail/*/pid"))
+
+
+SWITCH = """
+import sys
+from pipelines.spark.session import spark_session
+
+def where(spark):
+    port = spark.client._builder.endpoint.rsplit(":", 1)[1]
+    return port if port == sys.argv[1] else "other"
+
+first = spark_session("sail")
+print(where(first), first.range(2).count(), flush=True)
+sys.stdin.readline()  # the server is stopped meanwhile
+second = spark_session("sail")
+print(where(second), second.range(3).count(), flush=True)
+"""
+"""A process that opens ``sail`` sessions before and after its server is stopped: where each
+is (the started server's port, or ``other``) and a count on it."""
 
 
 OWN_SERVER = """
