@@ -4,12 +4,10 @@ the addresses a process listens on."""
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from pathlib import Path
 
-LISTEN = "0A"
-"""The state column of a listening socket in ``/proc/net/tcp``."""
+from pipelines.spark.servers import LISTEN, socket_inodes
 
 
 def free_port() -> int:
@@ -27,20 +25,6 @@ def accepts(port: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def socket_inodes(pid: int) -> set[str]:
-    """The inodes of the sockets process ``pid`` holds open (an fd closed meanwhile is left
-    out)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:  # closed while we looked
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:[") : -1])
-    return inodes
 
 
 def listening(pid: int) -> list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]]:

@@ -356,9 +356,13 @@ def _need_sail(port: int) -> None:
 def _wait_until_serving(
     port: int, process: subprocess.Popen[bytes], log: Path, *, deadline: float
 ) -> None:
-    """Return once the server accepts connections on ``port`` and still runs (a server that
-    could not bind the port exits: what accepts then is another process)."""
-    while not accepts(port) or process.poll() is not None:
+    """Return once the server listens on ``port`` (what accepts there may be another process,
+    which the server, unable to bind the port, exits for) and still runs."""
+    while (
+        not accepts(port)
+        or process.poll() is not None
+        or servers.listens(process.pid, port) is False
+    ):
         if process.poll() is not None:
             why = _last_error(log)
             reason = "the Sail server exited while starting" + (f" ({why})" if why else "")

@@ -18,6 +18,8 @@ from typing import Protocol, TypeVar
 from pipelines.errors import ConnectServerError
 
 HOST = "127.0.0.1"
+LISTEN = "0A"
+"""The state column of a listening socket in ``/proc/net/tcp``."""
 
 ServerError = type[ConnectServerError]
 """The error a server's failures raise: ``ConnectServerError`` or one of its kinds."""
@@ -51,6 +53,38 @@ def accepts(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def socket_inodes(pid: int) -> set[str]:
+    """The inodes of the sockets process ``pid`` holds open (read from ``/proc``; an fd closed
+    meanwhile is left out). Raises ``OSError`` when the process is gone or not ours to read."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed while we looked
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    return inodes
+
+
+def listens(pid: int, port: int) -> bool | None:
+    """Whether process ``pid`` listens on TCP ``port`` (of any address), read from ``/proc``;
+    ``None`` where there is no ``/proc`` to read."""
+    if not Path("/proc/net/tcp").is_file():
+        return None
+    try:
+        held = socket_inodes(pid)
+    except OSError:
+        return False
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            columns = line.split()
+            listening = columns[3] == LISTEN and int(columns[1].rsplit(":", 1)[1], 16) == port
+            if listening and columns[9] in held:
+                return True
+    return False
 
 
 def check_port(port: int, error: ServerError) -> None:

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pipelines.errors import SparkUnavailableError
+from pipelines.errors import SailServerError, SparkUnavailableError
 from pipelines.spark import sail
 from pipelines.spark._internals import SAIL_SERVER_MARK
 from pipelines.spark.sail import MODES, SAIL_URLS
@@ -182,8 +184,6 @@ def test_start_status_stop_and_sail_uses_the_started_server(home: Path) -> None:
 
 
 def test_start_refuses_a_port_another_process_holds(home: Path) -> None:
-    import socket
-
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
@@ -321,3 +321,21 @@ def test_make_demo_on_sail_drives_bank_through_dagster_and_verifies_every_stage(
     assert "8 stages x 3 epochs verified" in done.stdout, done.stdout[-3000:]
     assert "ledger: ok" in done.stdout
     assert not list((tmp_path / "home").glob("sail/owned/*.log"))  # its server stopped
+
+
+def test_a_server_waited_for_must_listen_itself(tmp_path: Path) -> None:
+    """What accepts on the port may be another process's server (two processes drew the same
+    free port): the wait goes on until the server itself listens, or exits, or time is up."""
+    with socket.socket() as other:
+        other.bind((HOST, 0))
+        other.listen()
+        port = other.getsockname()[1]
+        idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            with pytest.raises(SailServerError, match="did not open its port in time"):
+                sail._wait_until_serving(
+                    port, idle, tmp_path / "server.log", deadline=time.monotonic() + 1.0
+                )
+        finally:
+            idle.kill()
+            idle.wait()
