@@ -62,7 +62,7 @@ class WarmSpark:
 
     def check(self) -> None:
         """Before a run: after a long idle time, make sure the session still answers."""
-        from pipelines.spark.session import abandon
+        from pipelines.spark._internals import abandon
 
         if self.session is not None and time.monotonic() - self.used > IDLE_CHECK_SECONDS:
             try:

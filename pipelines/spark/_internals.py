@@ -12,6 +12,7 @@ import logging
 import re
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,31 @@ CONNECT_CLIENT_LOGGER = "pyspark.sql.connect.logging"
 QUERY_CONTEXT_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
 """PySpark's Python loggers that print every analysis error as a JSON block (with the JVM's
 stack trace) when the error is raised, whether or not anyone catches it."""
+
+
+def other_connect_session(target: str) -> SparkSession | None:
+    """This process's Spark Connect session when it is on another server than the URL
+    ``target``, or holds another token (one given in the environment counts), else ``None``."""
+    from pyspark.sql.connect.client.core import DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    current = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
+    have = getattr(getattr(current, "client", None), "_builder", None)
+    if current is None or have is None:
+        return None
+    want = DefaultChannelBuilder(target)
+    if (have.endpoint, have.token) == (want.endpoint, want.token):
+        return None
+    return current  # type: ignore[return-value]  # a Connect session is used as a SparkSession
+
+
+def abandon(session: SparkSession) -> None:
+    """Stop ``session`` without asking a Spark Connect server to release it first (a server
+    that is gone would be asked again for minutes)."""
+    if hasattr(session, "release_session_on_close"):
+        session.release_session_on_close = False
+    with suppress(Exception):  # what is abandoned may be broken: it is dropped either way
+        session.stop()
 
 
 def is_connect(spark: SparkSession) -> bool:

@@ -17,15 +17,16 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from contextlib import suppress
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pipelines.errors import SparkUnavailableError
 from pipelines.spark import jvm
 from pipelines.spark._internals import (
+    abandon,
     check_connect_client,
     is_connect,
+    other_connect_session,
     refused_client,
     silence_query_context_loggers,
 )
@@ -34,7 +35,6 @@ from pipelines.spark.engine import mark_sail
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
 SPARK_ENV = "EPOCHGATE_SPARK"
 DEFAULT_MASTER = "local[2]"
@@ -211,7 +211,9 @@ def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
         if key.startswith("spark.sql."):
             builder = builder.config(key, value)
     try:
-        _replace_other(target)
+        other = other_connect_session(target)
+        if other is not None:  # PySpark's getOrCreate would hand it back as it is
+            abandon(other)
         return builder.getOrCreate()  # sends the app name: a refused token shows here
     except Exception as err:
         condition = getattr(err, "getCondition", lambda: None)()
@@ -230,32 +232,6 @@ def _connect_session(url: str, conf: dict[str, str]) -> SparkSession:
         if refusal is None:
             raise
         raise SparkUnavailableError(shown, refusal_reason(refusal, port)) from None
-
-
-def _replace_other(target: str) -> None:
-    """Stop this process's Spark Connect session when it is on another server than
-    ``target``, or holds another token: PySpark's ``getOrCreate`` would hand it back as it is
-    (a warm run worker whose server was restarted with a new token, or stopped and replaced)."""
-    from pyspark.sql.connect.client.core import DefaultChannelBuilder
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    # PySpark names no public way to the default session or to a client's endpoint.
-    current = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
-    have = getattr(getattr(current, "client", None), "_builder", None)
-    if current is None or have is None:
-        return
-    want = DefaultChannelBuilder(target)  # the token given in the environment too
-    if (have.endpoint, have.token) != (want.endpoint, want.token):
-        abandon(current)
-
-
-def abandon(session: SparkSession | ConnectSession) -> None:
-    """Stop ``session`` without asking a Spark Connect server to release it first (a server
-    that is gone would be asked again for minutes)."""
-    if hasattr(session, "release_session_on_close"):
-        session.release_session_on_close = False
-    with suppress(Exception):  # what is abandoned may be broken: it is dropped either way
-        session.stop()
 
 
 def connect_address(url: str) -> tuple[str, int]:
