@@ -264,6 +264,10 @@ def owners(port: int) -> list[int]:
     return [int(line.split()[0]) for line in ps.stdout.splitlines() if line.rstrip().endswith(mark)]
 
 
+STAND_IN = "import time; print('up', flush=True); time.sleep(60)"
+"""A process that says it runs, then sleeps: a server's pid reused by something else."""
+
+
 def test_a_pid_file_naming_a_server_on_another_port_is_not_running(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -271,9 +275,13 @@ def test_a_pid_file_naming_a_server_on_another_port_is_not_running(
     monkeypatch.setenv("EPOCHGATE_HOME", str(home))
     port, other = free_port(), free_port()
     stand_in = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", SAIL_SERVER_MARK, HOST, str(other)]
+        [sys.executable, "-c", STAND_IN, SAIL_SERVER_MARK, HOST, str(other)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
+        assert stand_in.stdout is not None
+        assert stand_in.stdout.readline() == "up\n"  # its command line is its own from now
         for at in (port, other):
             (home / "sail" / str(at)).mkdir(parents=True)
             (home / "sail" / str(at) / "pid").write_text(f"{stand_in.pid}\n")
@@ -330,8 +338,10 @@ def test_a_server_waited_for_must_listen_itself(tmp_path: Path) -> None:
         other.bind((HOST, 0))
         other.listen()
         port = other.getsockname()[1]
-        idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        idle = subprocess.Popen([sys.executable, "-c", STAND_IN], stdout=subprocess.PIPE, text=True)
         try:
+            assert idle.stdout is not None
+            assert idle.stdout.readline() == "up\n"  # not a fork of this process any more
             with pytest.raises(SailServerError, match="did not open its port in time"):
                 sail._wait_until_serving(
                     port, idle, tmp_path / "server.log", deadline=time.monotonic() + 1.0
