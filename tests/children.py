@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -33,3 +34,18 @@ def run_in_group(
             os.killpg(child.pid, signal.SIGKILL)
         child.wait()
     return subprocess.CompletedProcess(list(argv), child.returncode, out, err)
+
+
+STAND_IN = "import time; print('up', flush=True); time.sleep(60)"
+
+
+def stand_in(*args: str) -> subprocess.Popen[str]:
+    """A process that sleeps with ``args`` on its command line (a server's pid reused by
+    something else), returned once it says it runs: before its exec its command line and its
+    descriptors are still this process's."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", STAND_IN, *args], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == "up\n"
+    return child

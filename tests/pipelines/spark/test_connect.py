@@ -24,6 +24,7 @@ import pytest
 from pipelines.spark import connect_server
 from pipelines.spark.connect_server import SERVER_CLASS
 from pipelines.spark.servers import ended
+from tests import children
 from tests.environment import without_settings
 from tests.pipelines.spark.conformance import BANK_CASE, run_cases
 from tests.sockets import accepts, free_port, listening, loopback
@@ -333,10 +334,6 @@ def test_a_token_that_is_not_key_value_is_refused_without_being_shown(tmp_path: 
     assert "secret-part" not in sent.stdout + sent.stderr
 
 
-STAND_IN = "import time; print('up', flush=True); time.sleep(60)"
-"""A process that says it runs, then sleeps: a server's pid reused by something else."""
-
-
 def test_a_pid_file_naming_a_server_on_another_port_is_not_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -344,12 +341,8 @@ def test_a_pid_file_naming_a_server_on_another_port_is_not_running(
     monkeypatch.setenv("EPOCHGATE_HOME", str(tmp_path / "home"))
     port, other = free_port(), free_port()
     args = [SERVER_CLASS, "--conf", f"spark.connect.grpc.binding.port={other}"]
-    stand_in = subprocess.Popen(
-        [sys.executable, "-c", STAND_IN, *args], stdout=subprocess.PIPE, text=True
-    )
+    stand_in = children.stand_in(*args)
     try:
-        assert stand_in.stdout is not None
-        assert stand_in.stdout.readline() == "up\n"  # its command line is its own from now
         for at in (port, other):
             connect_server.pid_file(at).parent.mkdir(parents=True)
             connect_server.pid_file(at).write_text(f"{stand_in.pid}\n")

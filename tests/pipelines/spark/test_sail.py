@@ -26,6 +26,7 @@ from pipelines.spark._internals import SAIL_SERVER_MARK
 from pipelines.spark.sail import MODES, SAIL_URLS
 from pipelines.spark.servers import HOST, ended
 from pipelines.spark.session import SAIL_ENGINES, spark_session
+from tests import children
 from tests.environment import without_settings
 from tests.pipelines.spark.conformance import run_cases
 from tests.sockets import accepts, free_port
@@ -264,24 +265,14 @@ def owners(port: int) -> list[int]:
     return [int(line.split()[0]) for line in ps.stdout.splitlines() if line.rstrip().endswith(mark)]
 
 
-STAND_IN = "import time; print('up', flush=True); time.sleep(60)"
-"""A process that says it runs, then sleeps: a server's pid reused by something else."""
-
-
 def test_a_pid_file_naming_a_server_on_another_port_is_not_running(
     home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A pid reused by a server on another port (or any other program) is not this port's."""
     monkeypatch.setenv("EPOCHGATE_HOME", str(home))
     port, other = free_port(), free_port()
-    stand_in = subprocess.Popen(
-        [sys.executable, "-c", STAND_IN, SAIL_SERVER_MARK, HOST, str(other)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    stand_in = children.stand_in(SAIL_SERVER_MARK, HOST, str(other))
     try:
-        assert stand_in.stdout is not None
-        assert stand_in.stdout.readline() == "up\n"  # its command line is its own from now
         for at in (port, other):
             (home / "sail" / str(at)).mkdir(parents=True)
             (home / "sail" / str(at) / "pid").write_text(f"{stand_in.pid}\n")
@@ -338,10 +329,8 @@ def test_a_server_waited_for_must_listen_itself(tmp_path: Path) -> None:
         other.bind((HOST, 0))
         other.listen()
         port = other.getsockname()[1]
-        idle = subprocess.Popen([sys.executable, "-c", STAND_IN], stdout=subprocess.PIPE, text=True)
+        idle = children.stand_in()
         try:
-            assert idle.stdout is not None
-            assert idle.stdout.readline() == "up\n"  # not a fork of this process any more
             with pytest.raises(SailServerError, match="did not open its port in time"):
                 sail._wait_until_serving(
                     port, idle, tmp_path / "server.log", deadline=time.monotonic() + 1.0
