@@ -42,10 +42,15 @@ STAND_IN = "import time; print('up', flush=True); time.sleep(60)"
 def stand_in(*args: str) -> subprocess.Popen[str]:
     """A process that sleeps with ``args`` on its command line (a server's pid reused by
     something else), returned once it says it runs: before its exec its command line and its
-    descriptors are still this process's."""
+    descriptors are still this process's. Killed when it never says so."""
     child = subprocess.Popen(
         [sys.executable, "-c", STAND_IN, *args], stdout=subprocess.PIPE, text=True
     )
-    assert child.stdout is not None
-    assert child.stdout.readline() == "up\n"
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "up\n"
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
     return child
